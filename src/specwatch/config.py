@@ -1,0 +1,168 @@
+"""Run configuration, resolved once: command-line flag > SPECWATCH_* variable > ini key > default.
+
+Every option is declared once in :data:`OPTIONS`; the pytest plugin and the CLI both register
+flags from it, so a flag means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from specwatch.errors import UsageError
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    if not 0 <= value < 1:
+        raise ValueError("must be a fraction in [0, 1) or a percentage like 5%")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _bool(text: str) -> bool:
+    low = str(text).strip().lower()
+    if low in {"1", "true", "yes", "on"}:
+        return True
+    if low in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError("must be true or false")
+
+
+def _device(text: str) -> str:
+    if text not in {"auto", "cpu", "cuda"}:
+        raise ValueError("must be auto, cpu or cuda")
+    return text
+
+
+def _engine(text: str) -> str:
+    if text not in {"reference", "sglang"}:
+        raise ValueError("must be reference or sglang")
+    return text
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its flag, environment variable, ini key, parser, default and help."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] = str
+    default: Any = None
+    is_flag: bool = False
+    long_flag: str | None = None  # a flag name other than --specwatch-<name>
+
+    @property
+    def flag(self) -> str:
+        return self.long_flag or "--specwatch-" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "SPECWATCH_" + self.name.upper()
+
+    @property
+    def ini(self) -> str:
+        return "specwatch_" + self.name
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("profiles", "TOML file of server profiles (default: the built-in reference-server set)"),
+    Option("engine", "boot a single server of this engine (reference|sglang) instead of a profile file",
+           _engine),
+    Option("model", "model path for --specwatch-engine (e.g. ref-tiny or a HF path)"),
+    Option("draft", "draft model path for --specwatch-engine (enables EAGLE3)"),
+    Option("tp", "tensor-parallel size for --specwatch-engine", _positive_int, 1),
+    Option("device", "device for reference servers: auto|cpu|cuda", _device, "auto"),
+    Option("server_url", "use an already running server at this URL instead of booting one",
+           long_flag="--server-url"),
+    Option("boot_timeout", "seconds a server may take to become ready", _positive_float, 900.0),
+    Option("runs", "measured runs per workload (overrides the workload's own)", _positive_int),
+    Option("warmup", "warmup runs per workload, excluded from samples", int, None),
+    Option("tolerance", "regression tolerance as a fraction or percentage", _fraction, 0.05),
+    Option("alpha", "significance level for regression verdicts", _positive_float, 0.01),
+    Option("baseline_dir", "directory of stored baselines", str, "baselines"),
+    Option("update_baselines", "write baselines from this run's measurements", _bool, False, True,
+           "--update-baselines"),
+    Option("results", "write this run's results file (JSON) here"),
+    Option("reference", "compare against this results file instead of stored baselines"),
+    Option("history", "SQLite history file to append results to", str, ".specwatch/history.sqlite"),
+    Option("report_dir", "directory for reports, plots and server logs", str, "reports"),
+    Option("machine_class", "override the detected machine class used for baselines"),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved, frozen configuration of one run."""
+
+    profiles: str | None = None
+    engine: str | None = None
+    model: str | None = None
+    draft: str | None = None
+    tp: int = 1
+    device: str = "auto"
+    server_url: str | None = None
+    boot_timeout: float = 900.0
+    runs: int | None = None
+    warmup: int | None = None
+    tolerance: float = 0.05
+    alpha: float = 0.01
+    baseline_dir: str = "baselines"
+    update_baselines: bool = False
+    results: str | None = None
+    reference: str | None = None
+    history: str = ".specwatch/history.sqlite"
+    report_dir: str = "reports"
+    machine_class: str | None = None
+    rootdir: Path = field(default_factory=Path.cwd)
+
+    def path(self, value: str | None) -> Path | None:
+        """Resolve a configured path relative to the run's root directory."""
+        if value is None:
+            return None
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.rootdir / p
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    ini: Mapping[str, Any] | None = None,
+    rootdir: Path | None = None,
+) -> Config:
+    """Resolve every option by precedence and validate it; bad values raise UsageError naming the source."""
+    environ = os.environ if environ is None else environ
+    ini = ini or {}
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        raw, source = flags.get(opt.name), opt.flag
+        if raw is None or (opt.is_flag and raw is False):
+            raw, source = environ.get(opt.env), opt.env
+        if raw in (None, ""):
+            raw, source = ini.get(opt.ini), f"ini key {opt.ini}"
+        if raw in (None, "", []):
+            continue
+        if isinstance(raw, str):
+            try:
+                raw = opt.parse(raw)
+            except (ValueError, TypeError) as exc:
+                raise UsageError(f"{source}={raw!r}: {exc}") from None
+        values[opt.name] = raw
+    known = {f.name for f in fields(Config)}
+    return Config(rootdir=rootdir or Path.cwd(), **{k: v for k, v in values.items() if k in known})

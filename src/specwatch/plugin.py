@@ -1,0 +1,102 @@
+"""pytest plugin: options, markers and thin hooks that delegate to the run's Session.
+
+Imports nothing heavy at import time; pytest loads this module in every run of every project
+where specwatch is installed.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
+
+import pytest
+
+from specwatch.config import OPTIONS
+
+if TYPE_CHECKING:
+    from specwatch.session import Session
+
+SESSION_KEY: pytest.StashKey[Session] = pytest.StashKey()
+MARKERS = (
+    "perf: throughput, drift and gate measurements against live servers (the main job: pytest -m perf)",
+    "correctness: execution-path checks against live servers (env propagation, graphs, accept length, lossless)",
+    "specwatch_server(name): the server profile or fixture role a test needs (used to order tests)",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("specwatch", "specwatch: speculative-decoding performance checks")
+    for opt in OPTIONS:
+        extra = f" [env {opt.env}, ini {opt.ini}]"
+        if opt.is_flag:
+            group.addoption(opt.flag, action="store_true", default=None, dest=opt.ini, help=opt.help + extra)
+        else:
+            group.addoption(opt.flag, default=None, dest=opt.ini, metavar=opt.name.upper(), help=opt.help + extra)
+        parser.addini(opt.ini, help=opt.help, default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    from specwatch import fixtures
+    from specwatch.config import resolve
+    from specwatch.errors import UsageError
+    from specwatch.session import Session
+
+    try:
+        cfg = resolve(
+            {o.name: config.getoption(o.ini) for o in OPTIONS},
+            os.environ,
+            {o.ini: config.getini(o.ini) for o in OPTIONS},
+            rootdir=config.rootpath,
+        )
+    except UsageError as exc:
+        raise pytest.UsageError(f"specwatch: {exc}") from None
+    config.stash[SESSION_KEY] = Session(
+        cfg, progress=_progress_writer(config), worker_id=os.environ.get("PYTEST_XDIST_WORKER"),
+        worker_count=int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
+    )
+    config.pluginmanager.register(fixtures, "specwatch.fixtures")
+
+
+def _progress_writer(config: pytest.Config):
+    def write(msg: str) -> None:
+        capman = config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else nullcontext():
+            config.get_terminal_writer().line(f"[specwatch] {msg}", flush=True)
+
+    return write
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "profile_name" in metafunc.fixturenames:
+        session = metafunc.config.stash[SESSION_KEY]
+        names = sorted(session.profiles.servers)
+        metafunc.parametrize("profile_name", names, ids=names, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = config.stash[SESSION_KEY].order_items(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    if report.failed:
+        report.sections.extend(item.config.stash[SESSION_KEY].log_sections(item))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    for line in config.stash[SESSION_KEY].summary_lines():
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[SESSION_KEY].finish()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if SESSION_KEY in config.stash:
+        config.stash[SESSION_KEY].close()

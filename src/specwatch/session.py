@@ -1,0 +1,196 @@
+"""The state of one pytest run: configuration, profiles, the server pool, measurements, findings.
+
+Kept in ``config.stash`` by the plugin; everything the fixtures and hooks do goes through it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specwatch.config import Config
+from specwatch.errors import UsageError
+from specwatch.pool import RunningServer, ServerPool
+from specwatch.profile import ProfileSet, ServerProfile, load_profiles, single_server_profiles, with_device
+from specwatch.workload import WORKLOADS, Workload
+
+Progress = Callable[[str], None]
+#: fixture name -> the role in a profile set's [fixtures] table
+ROLE_FIXTURES = {"baseline_server": "baseline", "spec_server": "spec", "tuned_server": "tuned",
+                 "untuned_server": "untuned"}
+
+
+@dataclass
+class Finding:
+    """What a check concluded about one server, kept so perf failures can explain themselves."""
+
+    check: str
+    profile: str
+    ok: bool
+    summary: str
+
+
+@dataclass
+class Session:
+    """One run of the suite."""
+
+    config: Config
+    progress: Progress = print
+    worker_id: str | None = None
+    worker_count: int = 1
+    findings: list[Finding] = field(default_factory=list)
+    measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
+    verdict_rows: list[Any] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    _profiles: ProfileSet | None = None
+    _pool: ServerPool | None = None
+    _external: dict[str, RunningServer] = field(default_factory=dict)
+
+    @property
+    def profiles(self) -> ProfileSet:
+        """The run's profile set: a file, a single server from flags, or the built-in set."""
+        if self._profiles is None:
+            cfg = self.config
+            if cfg.engine:
+                ps = single_server_profiles(cfg.engine, cfg.model or "", cfg.draft, cfg.tp, cfg.device)
+            else:
+                ps = load_profiles(cfg.path(cfg.profiles) if cfg.profiles else None)
+            self._profiles = with_device(ps, cfg.device)
+        return self._profiles
+
+    @property
+    def run_dir(self) -> Path:
+        stamp = dt.datetime.fromtimestamp(self.started).strftime("%Y%m%d-%H%M%S")
+        base = self.config.path(self.config.report_dir) or Path("reports")
+        return base / "servers" / f"{stamp}-{os.getpid()}"
+
+    @property
+    def pool(self) -> ServerPool:
+        if self._pool is None:
+            from specwatch.gpu import gpu_set_for_worker, visible_gpus
+
+            profiles = list(self.profiles.servers.values())
+            per_worker = max((p.gpus_needed for p in profiles), default=0)
+            gpus = visible_gpus() if per_worker else []
+            gpu_set: tuple[int, ...] = ()
+            if gpus:
+                gpu_set = gpu_set_for_worker(gpus, self.worker_id, self.worker_count, per_worker)
+            self._pool = ServerPool(profiles, self.run_dir, gpus=gpu_set, boot_timeout=self.config.boot_timeout,
+                                    progress=self.progress, shared_host=self.worker_count > 1)
+        return self._pool
+
+    def profile_for(self, role_or_name: str) -> ServerProfile:
+        """A profile by fixture role (baseline, spec, tuned, untuned) or by name."""
+        prof = self.profiles.for_role(role_or_name)
+        if prof is not None:
+            return prof
+        if role_or_name in self.profiles.servers:
+            return self.profiles.servers[role_or_name]
+        raise UsageError(f"{self.profiles.source}: no server for fixture {role_or_name!r}; "
+                         f"name one under [fixtures] (known servers: {', '.join(sorted(self.profiles.servers))})")
+
+    def server(self, role_or_name: str) -> RunningServer:
+        """A running server for a role or profile name, booting it if needed."""
+        prof = self.profile_for(role_or_name)
+        if self.config.server_url:
+            if prof.name not in self._external:
+                self._external[prof.name] = RunningServer(profile=prof, url=self.config.server_url,
+                                                          shared_host=self.worker_count > 1)
+            return self._external[prof.name]
+        return self.pool.get(prof)
+
+    def workload(self, name: str) -> Workload:
+        try:
+            wl = WORKLOADS[name]
+        except KeyError:
+            raise UsageError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
+        return wl.with_overrides(self.config.runs, self.config.warmup)
+
+    def measure(self, role_or_name: str, workload: str = "single-stream") -> Any:
+        """Measure a workload on a server once per session (memoised)."""
+        from specwatch.measure import measure
+
+        prof = self.profile_for(role_or_name)
+        key = (prof.name, workload)
+        if key not in self.measurements:
+            self.measurements[key] = measure(self.server(prof.name), self.workload(workload), self.progress)
+        return self.measurements[key]
+
+    def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
+        """Record a check's conclusion for later diagnosis of perf failures."""
+        self.findings.append(Finding(check, profile, ok, summary))
+
+    def findings_for(self, profile: str) -> list[Finding]:
+        return [f for f in self.findings if f.profile == profile]
+
+    # -- hooks' helpers (the plugin's hooks are one line each) --------------------------------
+
+    def _servers_of(self, item: Any) -> list[str]:
+        """Profile names a test item needs, from its fixtures, parameters and marker."""
+        names: list[str] = []
+        for fixture, role in ROLE_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                prof = self.profiles.for_role(role)
+                if prof:
+                    names.append(prof.name)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "profile_name" in callspec.params:
+            names.append(callspec.params["profile_name"])
+        marker = item.get_closest_marker("specwatch_server") if hasattr(item, "get_closest_marker") else None
+        if marker and marker.args:
+            names.append(self.profile_for(marker.args[0]).name)
+        return names
+
+    def order_items(self, items: list[Any]) -> list[Any]:
+        """Group tests by the server they need, in profile order, so each server boots once.
+
+        Tests that need no server come first; tests that compare servers come last, when the
+        measurements they compare are already memoised.
+        """
+        order = {name: i for i, name in enumerate(self.profiles.servers)}
+
+        def key(pair: tuple[int, Any]) -> tuple[int, int]:
+            idx, item = pair
+            needed = self._servers_of(item)
+            if not needed:
+                rank = -1 if not (item.get_closest_marker("perf") or item.get_closest_marker("correctness")) else 10**6
+            else:
+                rank = order.get(needed[0], 10**6 - 1)
+            return rank, idx
+
+        return [item for _, item in sorted(enumerate(items), key=key)]
+
+    def log_sections(self, item: Any) -> list[tuple[str, str]]:
+        """The log tails of the servers a failing test used (or of every live server)."""
+        names = self._servers_of(item)
+        live = self._pool.live if self._pool else {}
+        chosen = [live[n] for n in names if n in live] or list(live.values())
+        return [(f"specwatch server log: {s.profile.name} ({s.log_path})", s.log_tail(40)) for s in chosen]
+
+    def summary_lines(self) -> list[str]:
+        """Lines for the end-of-run summary table."""
+        if not self.measurements and not self.verdict_rows:
+            return []
+        from specwatch.summary import summary_lines
+
+        return summary_lines(self)
+
+    def finish(self) -> None:
+        """Persist what the run measured (results, history, baselines), then stop the servers."""
+        try:
+            if self.measurements:
+                from specwatch.summary import persist
+
+                persist(self)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop every server this session started."""
+        if self._pool is not None:
+            self._pool.stop_all()

@@ -1,0 +1,59 @@
+"""Seeded prompt sets and the workloads that drive a server.
+
+Every run of a workload has the same length (fixed ``max_new_tokens`` with ``ignore_eos``), so
+runs are comparable: the case study's run that stopped early at 1587 tokens muddied its average.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from specwatch.errors import UsageError
+
+_WORDS = (
+    "the model drafts tokens and the target verifies them in one forward pass so that each cycle commits "
+    "several tokens at the cost of one step speculative decoding wins only when the accepted length pays "
+    "for the draft and the verify graphs replay kernels without launch overhead while the scheduler keeps "
+    "batches full and the interconnect carries all reduce traffic between tensor parallel ranks"
+).split()
+
+
+def prompt_set(seed: int, n: int, words: int = 24) -> list[str]:
+    """``n`` deterministic English-like prompts of ``words`` words each."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(_WORDS) for _ in range(words)) for _ in range(n)]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """How a measurement drives a server."""
+
+    name: str
+    concurrency: int = 1  # requests in flight per run (1 = single stream, as in the case study)
+    runs: int = 8  # measured runs
+    warmup: int = 2  # runs excluded from samples
+    max_new_tokens: int = 64
+    prompt_words: int = 24
+    seed: int = 0
+    flush_after_warmup: bool = True  # confine cumulative server counters to the measured runs
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "runs", "max_new_tokens", "prompt_words"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"workload {self.name}: {name} must be ≥ 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise UsageError(f"workload {self.name}: warmup must be ≥ 0, got {self.warmup}")
+
+    def prompts(self) -> list[str]:
+        """One prompt per request of every run, warmup included."""
+        return prompt_set(self.seed, (self.warmup + self.runs) * self.concurrency, self.prompt_words)
+
+    def with_overrides(self, runs: int | None = None, warmup: int | None = None) -> Workload:
+        """This workload with run counts from the command line, when given."""
+        return replace(self, runs=runs or self.runs, warmup=self.warmup if warmup is None else warmup)
+
+
+SINGLE_STREAM = Workload("single-stream")
+CONCURRENT_4 = Workload("concurrency-4", concurrency=4, runs=6)
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (SINGLE_STREAM, CONCURRENT_4)}

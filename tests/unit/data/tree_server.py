@@ -1,0 +1,48 @@
+"""A small real HTTP server with a spawned process tree, for lifecycle tests of specwatch.server.
+
+Usage: tree_server.py PORT [--crash-during-boot] [--ignore-sigterm] [--boot-delay S]
+It spawns two multiprocessing children (like an engine's workers) and answers /health_generate.
+"""
+
+import http.server
+import multiprocessing as mp
+import signal
+import sys
+import time
+
+
+def worker() -> None:
+    while True:
+        time.sleep(0.2)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200 if self.path == "/health_generate" else 404)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    if "--ignore-sigterm" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    delay = float(sys.argv[sys.argv.index("--boot-delay") + 1]) if "--boot-delay" in sys.argv else 0.0
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=worker, daemon=True) for _ in range(2)]
+    for p in procs:
+        p.start()
+    print(f"started workers {[p.pid for p in procs]}", flush=True)
+    time.sleep(delay)
+    if "--crash-during-boot" in sys.argv:
+        print("RuntimeError: CUDA out of memory while capturing graphs (simulated boot failure)", flush=True)
+        sys.exit(3)
+    print("server ready", flush=True)
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

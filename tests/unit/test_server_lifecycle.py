@@ -1,0 +1,111 @@
+"""Lifecycle of a server process tree: readiness, boot failures, teardown, Ctrl-C and SIGKILL of pytest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specwatch.errors import ServerBootError
+from specwatch.server import LaunchSpec, ServerProcess, free_port, port_is_free
+
+TREE = Path(__file__).parent / "data" / "tree_server.py"
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _spec(tmp_path: Path, *extra: str, timeout: float = 30.0) -> LaunchSpec:
+    port = free_port()
+    return LaunchSpec(name="tree", argv=[sys.executable, str(TREE), str(port), *extra], env=dict(os.environ),
+                      host="127.0.0.1", port=port, log_path=tmp_path / "server.log", boot_timeout=timeout)
+
+
+def _gone(pids: set[int], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ready_then_teardown_leaves_no_process(tmp_path: Path) -> None:
+    server = ServerProcess(_spec(tmp_path))
+    server.start()
+    server.wait_ready()
+    pids = server.tree_pids()
+    assert len(pids) >= 3, f"expected the server and its two workers, got {pids}"
+    server.stop()
+    assert _gone(pids), "processes survived teardown"
+    assert port_is_free("127.0.0.1", server.spec.port)
+
+
+def test_teardown_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
+    server = ServerProcess(_spec(tmp_path, "--ignore-sigterm"))
+    server.start()
+    server.wait_ready()
+    pids = server.tree_pids()
+    server.stop(grace=1.0)
+    assert _gone(pids)
+
+
+def test_crash_during_boot_is_a_clear_error_with_log_tail(tmp_path: Path) -> None:
+    server = ServerProcess(_spec(tmp_path, "--crash-during-boot"))
+    server.start()
+    started = time.monotonic()
+    with pytest.raises(ServerBootError) as info:
+        server.wait_ready()
+    assert time.monotonic() - started < 20, "a crash must be reported at once, not after the boot timeout"
+    text = str(info.value)
+    assert "exited with code 3 during boot" in text
+    assert "CUDA out of memory" in text  # the log tail is attached
+    server.stop()
+
+
+def test_boot_timeout_reports_progress_and_log(tmp_path: Path) -> None:
+    notes: list[str] = []
+    server = ServerProcess(_spec(tmp_path, "--boot-delay", "30", timeout=2.5))
+    server.start()
+    pids = server.tree_pids() | {server.pid}
+    with pytest.raises(ServerBootError, match="not ready after 2 s"):
+        server.wait_ready(progress=notes.append, every=1.0)
+    assert notes and "elapsed" in notes[0] and "last log line" in notes[0]
+    assert _gone(pids)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+def test_no_server_survives_the_harness(tmp_path: Path, sig: int) -> None:
+    """A harness process that boots a server and then gets Ctrl-C or SIGKILL leaves nothing behind."""
+    pidfile = tmp_path / "pids"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {SRC!r})
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from pathlib import Path
+        from test_server_lifecycle import _spec
+        from specwatch.server import ServerProcess
+        s = ServerProcess(_spec(Path({str(tmp_path)!r})))
+        s.start()
+        try:
+            s.wait_ready()
+            Path({str(pidfile)!r}).write_text(" ".join(map(str, s.tree_pids())))
+            time.sleep(120)
+        finally:
+            s.stop()
+    """)
+    harness = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": SRC})
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pidfile.exists(), "harness did not boot its server"
+    pids = {int(p) for p in pidfile.read_text().split()}
+    harness.send_signal(sig)
+    harness.wait(timeout=30)
+    assert _gone(pids, within=10.0), f"server processes survived {signal.Signals(sig).name} of the harness"
