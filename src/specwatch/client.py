@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import aiohttp
 from specwatch.errors import InfraError
 
 T = TypeVar("T")
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 
 
 @dataclass
@@ -116,7 +118,7 @@ class Client:
             raise InfraError(f"POST {self.base_url}/generate failed: {exc}") from exc
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, start: float) -> Generation:
-        last: dict[str, Any] = {}
+        last_payload = b"{}"
         ttft = None
         prev_t = start
         prev_tokens = 0
@@ -131,8 +133,9 @@ class Client:
             payload = line[5:].strip()
             if payload == b"[DONE]":
                 break
-            chunk = json.loads(payload)
-            tokens = int(chunk.get("meta_info", {}).get("completion_tokens", len(chunk.get("output_ids", []))))
+            # Intermediate chunks are only scanned for the token count; the last one is parsed fully.
+            found = _COMPLETION_TOKENS.search(payload)
+            tokens = int(found.group(1)) if found else len(json.loads(payload).get("output_ids", []))
             if tokens > prev_tokens:
                 if ttft is None:
                     ttft = now - start
@@ -140,9 +143,12 @@ class Client:
                     gaps.append(now - prev_t)
                     counts.append(tokens - prev_tokens)
                 prev_t, prev_tokens = now, tokens
-            last = chunk
+            last_payload = payload
             client_s += time.perf_counter() - now
         end = time.perf_counter()
+        parse_start = time.perf_counter()
+        last = json.loads(last_payload)
+        client_s += time.perf_counter() - parse_start
         meta = last.get("meta_info", {})
         ids = last.get("output_ids", [])
         return Generation(ids, last.get("text", ""), meta, end - start, ttft if ttft is not None else end - start,

@@ -50,10 +50,11 @@ def build_launch(
     watched = sorted(managed | set(profile.env_vars) | set(profile.extra_env))
     probe.write_probe(probe_dir)
     pythonpath.append(str(probe_dir))
-    env.update(probe.probe_env(records_dir, watched))
+    probe_vars = probe.probe_env(probe_dir, records_dir, [*watched, "NCCL_*"])
+    env.update({k: v for k, v in probe_vars.items() if k != "PYTHONPATH"})
     if profile.env_apply == "sitecustomize" and profile.env_vars:
         setter_dir = run_dir / "env-sitecustomize"
-        probe.write_env_setter(setter_dir, profile.env_vars)
+        probe.write_setter(setter_dir, profile.env_vars)
         pythonpath.append(str(setter_dir))
     else:
         env.update(profile.env_vars)

@@ -1,0 +1,64 @@
+"""Option precedence and validation: flag > SPECWATCH_* > ini > default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specwatch.config import OPTIONS, Config, resolve
+from specwatch.errors import UsageError
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    cfg = resolve({}, {}, {})
+    assert cfg.tolerance == 0.05 and cfg.alpha == 0.01 and cfg.device == "auto"
+    assert cfg.update_baselines is False and cfg.server_url is None
+
+
+def test_flag_beats_env_beats_ini() -> None:
+    ini = {"specwatch_tolerance": "3%", "specwatch_runs": "4", "specwatch_device": "cpu"}
+    env = {"SPECWATCH_TOLERANCE": "0.04", "SPECWATCH_RUNS": "6"}
+    cfg = resolve({"tolerance": "0.02"}, env, ini)
+    assert cfg.tolerance == pytest.approx(0.02)  # flag
+    assert cfg.runs == 6  # env over ini
+    assert cfg.device == "cpu"  # ini over default
+
+
+def test_percent_and_fraction_tolerances() -> None:
+    assert resolve({"tolerance": "5%"}, {}, {}).tolerance == pytest.approx(0.05)
+    assert resolve({"tolerance": "0.1"}, {}, {}).tolerance == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "where"),
+    [
+        ({"tolerance": "150%"}, {}, "--specwatch-tolerance"),
+        ({}, {"SPECWATCH_RUNS": "zero"}, "SPECWATCH_RUNS"),
+        ({"device": "tpu"}, {}, "--specwatch-device"),
+        ({"engine": "vllm"}, {}, "--specwatch-engine"),
+    ],
+)
+def test_bad_values_name_their_source(flags: dict, env: dict, where: str) -> None:
+    with pytest.raises(UsageError, match=where):
+        resolve(flags, env, {})
+
+
+def test_flag_boolean_from_env() -> None:
+    assert resolve({}, {"SPECWATCH_UPDATE_BASELINES": "yes"}, {}).update_baselines is True
+    with pytest.raises(UsageError, match="SPECWATCH_UPDATE_BASELINES"):
+        resolve({}, {"SPECWATCH_UPDATE_BASELINES": "maybe"}, {})
+
+
+def test_every_option_maps_to_a_config_field() -> None:
+    fields = set(Config.__dataclass_fields__)
+    assert {o.name for o in OPTIONS} <= fields
+    flags = [o.flag for o in OPTIONS]
+    assert len(flags) == len(set(flags))
+    assert "--server-url" in flags and "--update-baselines" in flags
+
+
+def test_paths_resolve_against_rootdir(tmp_path: Path) -> None:
+    cfg = resolve({"baseline_dir": "b"}, {}, {}, rootdir=tmp_path)
+    assert cfg.path(cfg.baseline_dir) == tmp_path / "b"
+    assert cfg.path("/abs") == Path("/abs")

@@ -1,0 +1,103 @@
+"""Server profiles: validation that names the field, and command lines for SGLang 0.5.23 and the reference."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specwatch.errors import UsageError
+from specwatch.profile import TUNED_NCCL, load_profiles, parse_profiles, single_server_profiles
+
+FLAGS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "flags-0.5.23.txt"
+SGLANG_FLAGS = {line.strip() for line in FLAGS_FILE.read_text().splitlines() if line.startswith("--")}
+
+
+def _flags(argv: list[str]) -> list[str]:
+    return [a for a in argv if a.startswith("--")]
+
+
+def test_builtin_profiles_cover_baseline_and_eagle3_tuned_and_untuned() -> None:
+    ps = load_profiles(None)
+    assert set(ps.servers) == {"baseline-untuned", "baseline-tuned", "eagle3-untuned", "eagle3-tuned"}
+    assert ps.get("eagle3-tuned").env_vars == TUNED_NCCL
+    assert ps.get("eagle3-untuned").env_vars == {}
+    assert ps.roles == {"baseline": "baseline-tuned", "spec": "eagle3-tuned", "tuned": "eagle3-tuned",
+                        "untuned": "eagle3-untuned"}
+
+
+def test_one_profile_builds_a_valid_sglang_0_5_23_command_line() -> None:
+    prof = replace(load_profiles(None).get("eagle3-tuned"), engine="sglang", model="moonshotai/Kimi-K2.5", tp=8,
+                   max_running_requests=48, cuda_graph_max_bs=48)
+    prof = replace(prof, speculative=replace(prof.speculative, draft_model="lightseekorg/kimi-k2.5-eagle3"))
+    argv = prof.command("0.0.0.0", 30000)
+    assert argv[:2] == ["sglang", "serve"]
+    unknown = [f for f in _flags(argv) if f not in SGLANG_FLAGS]
+    assert not unknown, f"flags SGLang 0.5.23 does not accept: {unknown}"
+    assert "--cuda-graph-max-bs" not in argv  # removed in 0.5.23 (ambiguous prefix)
+    pairs = {a: b for a, b in zip(argv, argv[1:], strict=False) if a.startswith("--") and not b.startswith("--")}
+    assert pairs["--tp-size"] == "8" and pairs["--speculative-num-draft-tokens"] == "3"
+    assert pairs["--speculative-draft-model-path"] == "lightseekorg/kimi-k2.5-eagle3"
+    legacy = replace(prof, launcher="python -m sglang.launch_server").command("h", 1)
+    assert legacy[:3] == [sys.executable, "-m", "sglang.launch_server"]
+
+
+def test_same_profile_builds_the_reference_command_line() -> None:
+    argv = load_profiles(None).get("eagle3-tuned").command("127.0.0.1", 30001)
+    assert argv[:3] == [sys.executable, "-m", "specwatch.refserver"]
+    assert _flags(argv) == [f for f in _flags(argv) if f in SGLANG_FLAGS]  # the same flag names as SGLang
+    assert "--speculative-algorithm" in argv and "EAGLE3" in argv
+
+
+def test_reference_command_line_is_accepted_by_the_reference_parser() -> None:
+    from specwatch.refserver.args import parse_args  # test-only: the tester itself never imports it
+
+    argv = load_profiles(None).get("eagle3-tuned").command("127.0.0.1", 30001)
+    args = parse_args(argv[3:])
+    assert args.speculative_num_steps == 2 and args.speculative_algorithm == "EAGLE3"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"server": [{"name": "a", "engine": "vllm"}]}, r"server\[0\] \(a\)\.engine"),
+        ({"server": [{"name": "a", "env": "fast"}]}, r"\.env: unknown environment profile 'fast'"),
+        ({"server": [{"name": "a", "tpp": 2}]}, r"unknown key\(s\) tpp"),
+        ({"server": [{"name": "a", "speculative": {"num_steps": 2, "num_draft_tokens": 5}}]},
+         r"num_draft_tokens: with eagle_topk = 1 it must be num_steps \+ 1 = 3"),
+        ({"server": [{"name": "a"}, {"name": "a"}]}, r"server\[1\]\.name: duplicate"),
+        ({"server": [{"name": "a"}], "fixtures": {"spec": "b"}}, r"fixtures\.spec: no server named 'b'"),
+        ({"version": 9, "server": [{"name": "a"}]}, r"version = 9"),
+        ({}, r"no \[\[server\]\]"),
+    ],
+)
+def test_broken_profiles_name_the_field(doc: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_profiles(doc, "p.toml")
+
+
+def test_custom_env_profile_and_sitecustomize_apply(tmp_path: Path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text('version = 1\n[env_profiles.socket]\nNCCL_P2P_DISABLE = "1"\n'
+                 '[[server]]\nname = "x"\nenv = "socket"\nenv_apply = "sitecustomize"\n')
+    prof = load_profiles(f).get("x")
+    assert prof.env_vars == {"NCCL_P2P_DISABLE": "1"} and prof.env_apply == "sitecustomize"
+
+
+def test_invalid_toml_and_missing_file_are_usage_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[server]\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_profiles(bad)
+    with pytest.raises(UsageError, match="does not exist"):
+        load_profiles(tmp_path / "none.toml")
+
+
+def test_single_server_from_flags() -> None:
+    ps = single_server_profiles("sglang", "meta-llama/Llama-3.1-8B", "yuhuili/EAGLE3-LLaMA3.1-8B", 2, "auto")
+    assert ps.get("eagle3-tuned").speculative.draft_model == "yuhuili/EAGLE3-LLaMA3.1-8B"
+    assert ps.roles["baseline"] == "baseline-tuned" and ps.roles["untuned"] == "eagle3-untuned"
+    with pytest.raises(UsageError, match="--specwatch-model"):
+        single_server_profiles("sglang", "", None, 1, "auto")
