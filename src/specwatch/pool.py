@@ -42,7 +42,7 @@ class RunningServer:
         from specwatch import procenv  # local: psutil walk only when asked
 
         port = urlparse(self.url).port
-        return procenv.find_listening_pid(port) if port else None
+        return procenv.find_listener(port) if port else None
 
     @property
     def log_path(self) -> Path | None:
