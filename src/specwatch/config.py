@@ -104,6 +104,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("history", "SQLite history file to append results to", str, ".specwatch/history.sqlite"),
     Option("report_dir", "directory for reports, plots and server logs", str, "reports"),
     Option("machine_class", "override the detected machine class used for baselines"),
+    Option("commit", "commit of the server under test (default: git HEAD of the working directory)"),
 )
 
 
@@ -130,6 +131,7 @@ class Config:
     history: str = ".specwatch/history.sqlite"
     report_dir: str = "reports"
     machine_class: str | None = None
+    commit: str | None = None
     rootdir: Path = field(default_factory=Path.cwd)
 
     def path(self, value: str | None) -> Path | None:

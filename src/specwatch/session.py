@@ -47,6 +47,7 @@ class Session:
     measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
     verdict_rows: list[Any] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    _fingerprint: dict[str, Any] | None = None
     _profiles: ProfileSet | None = None
     _pool: ServerPool | None = None
     _external: dict[str, RunningServer] = field(default_factory=dict)
@@ -120,6 +121,61 @@ class Session:
         if key not in self.measurements:
             self.measurements[key] = measure(self.server(prof.name), self.workload(workload), self.progress)
         return self.measurements[key]
+
+    # -- what measurements are compared against --------------------------------------------
+
+    def fingerprint(self) -> dict[str, Any]:
+        """This machine's fingerprint (computed once), with the engine of the profiles under test."""
+        if self._fingerprint is None:
+            from specwatch.machine import fingerprint
+
+            engines = sorted({p.engine for p in self.profiles.servers.values()})
+            self._fingerprint = fingerprint(engine="+".join(engines))
+            if self.config.machine_class:
+                self._fingerprint["machine_class"] = self.config.machine_class
+        return self._fingerprint
+
+    def machine_class(self) -> str:
+        return str(self.fingerprint()["machine_class"])
+
+    def commit(self) -> str | None:
+        """The commit of the server under test: --specwatch-commit, else git HEAD of the working directory."""
+        if self.config.commit:
+            return self.config.commit
+        import subprocess
+
+        try:
+            out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                 cwd=self.config.rootdir)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() or None
+
+    def reference_samples(self, profile: str, workload: str, metric: str) -> tuple[list[float], str] | str:
+        """Samples to compare against (``--specwatch-reference`` file, else the stored baseline) and
+        their source; or, when there are none, a message saying how to record them."""
+        from specwatch.baseline import BaselineStore
+        from specwatch.result import ResultSet, make_key
+
+        cfg = self.config
+        if cfg.reference:
+            rs = ResultSet.load(cfg.path(cfg.reference))
+            found = rs.get(make_key(profile, workload, metric))
+            if found is None:
+                return f"the reference file {cfg.reference} has no result {make_key(profile, workload, metric)}"
+            return list(found.samples), f"reference {cfg.reference}"
+        store = BaselineStore(cfg.path(cfg.baseline_dir))
+        mc = self.machine_class()
+        base = store.load(mc, profile)
+        if base is None:
+            return store.missing_message(mc, profile)
+        entry = base.get(workload, metric)
+        if entry is None:
+            return f"baseline {store.path_for(mc, profile)} has no {workload}/{metric}; re-record it"
+        warning = base.fingerprint_warning(self.fingerprint())
+        if warning:
+            self.progress(warning)
+        return list(entry.samples), f"baseline {store.path_for(mc, profile)} ({base.recorded})"
 
     def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
         """Record a check's conclusion for later diagnosis of perf failures."""

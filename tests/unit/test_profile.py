@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def test_one_profile_builds_a_valid_sglang_0_5_23_command_line() -> None:
     unknown = [f for f in _flags(argv) if f not in SGLANG_FLAGS]
     assert not unknown, f"flags SGLang 0.5.23 does not accept: {unknown}"
     assert "--cuda-graph-max-bs" not in argv  # removed in 0.5.23 (ambiguous prefix)
-    pairs = {a: b for a, b in zip(argv, argv[1:], strict=False) if a.startswith("--") and not b.startswith("--")}
+    pairs = {a: b for a, b in pairwise(argv) if a.startswith("--") and not b.startswith("--")}
     assert pairs["--tp-size"] == "8" and pairs["--speculative-num-draft-tokens"] == "3"
     assert pairs["--speculative-draft-model-path"] == "lightseekorg/kimi-k2.5-eagle3"
     legacy = replace(prof, launcher="python -m sglang.launch_server").command("h", 1)

@@ -17,7 +17,7 @@ def worker() -> None:
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(200 if self.path == "/health_generate" else 404)
         self.end_headers()
         self.wfile.write(b"ok")

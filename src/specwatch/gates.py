@@ -1,0 +1,157 @@
+"""The perf gates of the suite, judged with statistics and explained with numbers.
+
+Each gate returns an :class:`Outcome`; tests in ``tests/perf`` only assert on it, so the same
+gates run from any test file a user writes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specwatch import compare, stats
+from specwatch.diagnose import SpecDiagnosis, median_gap_ms
+from specwatch.report import ReportRow
+
+if TYPE_CHECKING:
+    from specwatch.measure import Measurement
+    from specwatch.session import Session
+
+METRIC = "output_tok_s"
+
+
+@dataclass
+class Outcome:
+    """``status`` is pass, fail or skip; ``message`` says why, with the numbers."""
+
+    status: str
+    message: str
+    rows: list[ReportRow] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+
+def _ci(samples: list[float]) -> tuple[float, float]:
+    return stats.bootstrap_median_ci(samples)
+
+
+def accept_length(m: Measurement) -> float | None:
+    """Canonical accept length of a measurement: Decode-line windows, else exact per-request meta."""
+    accepts = [r.accept_len for r in m.decode_records if r.accept_len is not None]
+    if accepts:
+        return statistics.median(accepts)
+    per_request = [1 + g.meta_info["spec_num_correct_drafts"] / g.meta_info["spec_verify_ct"]
+                   for g in m.generations if g.meta_info.get("spec_verify_ct")]
+    return statistics.median(per_request) if per_request else None
+
+
+def diagnose(spec: Measurement, baseline: Measurement | None) -> SpecDiagnosis:
+    """The speculative economics of ``spec`` against ``baseline``, from what the client saw."""
+    return SpecDiagnosis(
+        accept_length=accept_length(spec),
+        cycle_ms=median_gap_ms(g.chunk_gaps_s for g in spec.generations),
+        decode_step_ms=median_gap_ms(g.chunk_gaps_s for g in baseline.generations) if baseline else None,
+        spec_tok_s=spec.median_tok_s,
+        baseline_tok_s=baseline.median_tok_s if baseline else None,
+    )
+
+
+def _findings_text(session: Session, *profiles: str) -> list[str]:
+    lines = []
+    for name in profiles:
+        for f in session.findings_for(name):
+            lines.append(f"[{f.check} on {name}: {'ok' if f.ok else 'FAILED'}] {f.summary.splitlines()[0]}")
+    return lines
+
+
+def floor(session: Session, profile: str, workload: str = "single-stream") -> Outcome:
+    """Absolute floor of a profile's median tok/s (``floor_tok_s`` in its profile)."""
+    prof = session.profile_for(profile)
+    if prof.floor_tok_s is None:
+        return Outcome("skip", f"profile {prof.name} sets no floor_tok_s")
+    m = session.measure(prof.name, workload)
+    xs = m.samples(METRIC)
+    lo, hi = _ci(xs)
+    row = ReportRow(key=f"{prof.name}/{workload}/{METRIC} ≥ floor", n=len(xs), median=m.median_tok_s, unit="tok/s",
+                    ci_low=lo, ci_high=hi, baseline_median=prof.floor_tok_s, samples=tuple(xs),
+                    verdict="pass" if m.median_tok_s >= prof.floor_tok_s else "fail")
+    msg = (f"{prof.name} {workload}: median {m.median_tok_s:.1f} tok/s [{lo:.1f}, {hi:.1f}] against the floor "
+           f"{prof.floor_tok_s:g} tok/s")
+    return Outcome("pass" if m.median_tok_s >= prof.floor_tok_s else "fail", msg, [row])
+
+
+def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Outcome:
+    """This run against the stored baseline (or ``--specwatch-reference``): regression = worse than
+    the tolerance AND significant; a noisy or too-small sample is reported as inconclusive."""
+    from specwatch.measure import METRICS
+
+    prof = session.profile_for(profile)
+    m = session.measure(prof.name, workload)
+    current = m.samples(metric)
+    unit, higher = METRICS[metric]
+    if session.config.update_baselines:
+        return Outcome("skip", f"--update-baselines: {prof.name} is being recorded, not compared")
+    ref = session.reference_samples(prof.name, workload, metric)
+    if isinstance(ref, str):
+        return Outcome("skip", ref)
+    samples, source = ref
+    tolerance = prof.tolerance or session.config.tolerance
+    cmp = compare.compare(current, samples, higher_is_better=higher, tolerance=tolerance, alpha=session.config.alpha)
+    row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
+                                    median_ci=_ci(current), extra={"reference": source})
+    msg = f"{prof.name} {workload} {metric} vs {source}: {cmp.message}"
+    if cmp.is_regression and prof.role == "spec":
+        base = session.profiles.for_role("baseline")
+        baseline_m = session.measurements.get((base.name, workload)) if base else None
+        msg += "\n" + "\n".join(diagnose(m, baseline_m).lines() + _findings_text(session, prof.name))
+    return Outcome("fail" if cmp.is_regression else "pass", msg, [row])
+
+
+def speculation_beats_baseline(session: Session, workload: str = "single-stream") -> Outcome:
+    """Speculative ≥ baseline × (1 + margin), measured in this session; fails with the diagnosis."""
+    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
+    if not spec_p or not base_p:
+        return Outcome("skip", "the profile set has no spec and baseline servers to compare")
+    base = session.measure(base_p.name, workload)
+    spec = session.measure(spec_p.name, workload)
+    margin = session.profiles.gates.spec_margin
+    gate = compare.relative_gate(spec.samples(METRIC), base.samples(METRIC), margin=margin,
+                                 alpha=session.config.alpha, names=(spec_p.name, base_p.name))
+    row = ReportRow(key=f"{spec_p.name} vs {base_p.name} ({workload})", n=gate.n_a, median=spec.median_tok_s,
+                    unit="tok/s", baseline_median=base.median_tok_s, change=gate.ratio - 1, p=gate.p_pass,
+                    verdict=gate.verdict.value, samples=tuple(spec.samples(METRIC)), message=gate.message)
+    lines = [gate.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
+    status = "pass" if gate.passed else "fail"
+    if gate.verdict is compare.GateVerdict.INCONCLUSIVE:
+        status = "fail"  # a speedup that cannot be shown is not a speedup; the message says how many runs
+    return Outcome(status, "\n".join(lines), [row])
+
+
+def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outcome:
+    """Tuned ≥ untuned × (1 − tolerance); "no measurable effect" is reported, never called a win.
+
+    With ``gates.expect_tuning_effect`` the tuning must show a significant gain.
+    """
+    t_p, u_p = session.profiles.for_role("tuned"), session.profiles.for_role("untuned")
+    if not t_p or not u_p:
+        return Outcome("skip", "the profile set has no tuned and untuned servers to compare")
+    untuned = session.measure(u_p.name, workload)
+    tuned = session.measure(t_p.name, workload)
+    gates = session.profiles.gates
+    worse = compare.compare(tuned.samples(METRIC), untuned.samples(METRIC), tolerance=gates.tuned_tolerance,
+                            alpha=session.config.alpha)
+    gain = compare.relative_gate(tuned.samples(METRIC), untuned.samples(METRIC), alpha=session.config.alpha,
+                                 names=(t_p.name, u_p.name))
+    row = ReportRow(key=f"{t_p.name} vs {u_p.name} ({workload})", n=gain.n_a, median=tuned.median_tok_s,
+                    unit="tok/s", baseline_median=untuned.median_tok_s, change=gain.ratio - 1, p=gain.p_differ,
+                    verdict=gain.verdict.value, samples=tuple(tuned.samples(METRIC)), message=gain.message)
+    lines = [gain.message, f"tuned against untuned as a regression check: {worse.message}",
+             *_findings_text(session, t_p.name, u_p.name)]
+    if worse.is_regression:
+        return Outcome("fail", "tuning made things worse:\n" + "\n".join(lines), [row])
+    if gates.expect_tuning_effect and not gain.passed:
+        return Outcome("fail", "this machine's profile expects the tuning to help, but:\n" + "\n".join(lines), [row])
+    return Outcome("pass", "\n".join(lines), [row])

@@ -1,0 +1,221 @@
+"""Machine fingerprint: what a throughput number depends on, and a stable machine-class slug.
+
+Everything degrades gracefully: no ``nvidia-smi`` means a CPU machine, no torch means no torch or
+NCCL versions. torch is imported only when asked for and installed (it takes seconds to import).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Runner = Callable[[list[str]], "str | None"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PCIE_KINDS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# Keys compared by diff_fingerprints in this order first; anything else follows sorted.
+_ORDER = (
+    "machine_class", "gpu_model", "gpu_count", "interconnect", "driver", "cuda", "torch", "nccl",
+    "engine", "engine_version", "cpu_model", "cpu_count", "python", "os",
+)  # fmt: skip
+
+
+def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
+    """stdout of a command, or None when it is missing, fails or hangs."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def parse_gpu_query(text: str | None) -> list[tuple[str, str]]:
+    """Rows of ``nvidia-smi --query-gpu=name,driver_version --format=csv,noheader``."""
+    rows = []
+    for line in (text or "").splitlines():
+        parts = [p.strip() for p in line.rsplit(",", 1)]
+        if len(parts) == 2 and parts[0]:
+            rows.append((parts[0], parts[1]))
+    return rows
+
+
+def parse_cuda_version(text: str | None) -> str | None:
+    """CUDA version from ``nvidia-smi`` or ``nvidia-smi --version`` output."""
+    m = re.search(r"CUDA Version\s*:?\s*([0-9][0-9.]*)", text or "")
+    return m.group(1) if m else None
+
+
+def parse_topology(text: str | None) -> dict[str, Any]:
+    """Summarise ``nvidia-smi topo -m``: link kinds between GPU pairs and one interconnect word.
+
+    Returns ``{"links": {"NV18": 1}, "interconnect": "nvlink" | "pcie" | "mixed" | "none"}``;
+    ``"pcie"`` covers PIX/PXB/PHB/NODE/SYS (``"sys"`` in ``"worst"`` when a pair crosses NUMA).
+    """
+    lines = [_ANSI.sub("", ln).rstrip("\n") for ln in (text or "").splitlines()]
+    rows = [[c.strip() for c in ln.split("\t")] for ln in lines]
+    cols = next((r for r in rows if len(r) > 1 and r[0] == "" and "GPU0" in r), None)
+    if cols is None:
+        return {"links": {}, "interconnect": "none", "worst": None}
+    gpu_cols = {i: c for i, c in enumerate(cols) if re.fullmatch(r"GPU\d+", c)}
+    links: Counter[str] = Counter()
+    for cells in rows:
+        if not re.fullmatch(r"GPU\d+", cells[0]):
+            continue
+        me = int(cells[0][3:])
+        for i, name in gpu_cols.items():
+            # Header cell 0 is empty and row cell 0 is the row label, so indices line up.
+            if int(name[3:]) <= me or i >= len(cells):
+                continue
+            links[cells[i]] += 1
+    if not links:
+        return {"links": {}, "interconnect": "none", "worst": None}
+    nv = sum(v for k, v in links.items() if k.startswith("NV"))
+    if nv == sum(links.values()):
+        kind = "nvlink"
+    elif nv:
+        kind = "mixed"
+    else:
+        kind = "pcie"
+    worst = None
+    for k in reversed(_PCIE_KINDS):
+        if k in links:
+            worst = k
+            break
+    if worst is None:
+        worst = min(links, key=lambda k: int(k[2:]) if k[2:].isdigit() else 0)
+    return {"links": dict(sorted(links.items())), "interconnect": kind, "worst": worst}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _torch_info() -> dict[str, str | None]:
+    """torch, its CUDA and NCCL versions; all None when torch is not installed."""
+    info: dict[str, str | None] = {"torch": None, "torch_cuda": None, "nccl": None}
+    if importlib.util.find_spec("torch") is None:
+        return info
+    try:
+        import torch  # lazy: heavy
+    except Exception:  # a broken install must not break fingerprinting
+        return info
+    info["torch"] = str(torch.__version__)
+    info["torch_cuda"] = getattr(torch.version, "cuda", None)
+    try:
+        if torch.cuda.is_available():
+            v = torch.cuda.nccl.version()
+            info["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:
+        pass
+    return info
+
+
+def fingerprint(
+    engine: str | None = None,
+    engine_version: str | None = None,
+    *,
+    runner: Runner = run_command,
+    with_torch: bool = True,
+) -> dict[str, Any]:
+    """Fingerprint of this machine (plus the engine fields the caller fills), with machine_class."""
+    gpus = parse_gpu_query(runner(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]))
+    fp: dict[str, Any] = {
+        "gpu_model": None,
+        "gpu_count": len(gpus),
+        "gpu_names": [g[0] for g in gpus],
+        "driver": gpus[0][1] if gpus else None,
+        "cuda": None,
+        "interconnect": "none",
+        "topology": {},
+        "cpu_model": _cpu_model(),
+        "cpu_count": _cpu_count(),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "engine": engine,
+        "engine_version": engine_version,
+    }
+    if gpus:
+        names = Counter(g[0] for g in gpus)
+        fp["gpu_model"] = " + ".join(sorted(names))
+        fp["cuda"] = parse_cuda_version(runner(["nvidia-smi", "--version"])) or parse_cuda_version(
+            runner(["nvidia-smi"])
+        )
+        if len(gpus) > 1:
+            topo = parse_topology(runner(["nvidia-smi", "topo", "-m"]))
+            fp["interconnect"] = topo["interconnect"]
+            fp["topology"] = topo["links"]
+    tinfo = _torch_info() if with_torch else {"torch": None, "torch_cuda": None, "nccl": None}
+    fp["torch"] = tinfo["torch"]
+    fp["nccl"] = tinfo["nccl"]
+    if fp["cuda"] is None:
+        fp["cuda"] = tinfo["torch_cuda"]
+    fp["machine_class"] = machine_class(fp)
+    return fp
+
+
+_NOISE_WORDS = {
+    "nvidia", "geforce", "tesla", "quadro", "blackwell", "hopper", "ada", "ampere", "server",
+    "workstation", "edition", "generation", "max", "q", "sxm", "sxm2", "sxm4", "sxm5",
+    "hbm2", "hbm2e", "hbm3", "hbm3e", "mig",
+}  # fmt: skip
+
+
+def gpu_slug(name: str) -> str:
+    """Short GPU model slug: 'NVIDIA H200' → 'h200', 'NVIDIA A100-SXM4-80GB' → 'a100'."""
+    words = re.split(r"[\s\-_/]+", name.lower())
+    keep = [w for w in words if w and w not in _NOISE_WORDS and not re.fullmatch(r"\d+gb", w)]
+    slug = re.sub(r"[^a-z0-9]", "", "".join(keep))
+    return slug or "gpu"
+
+
+def machine_class(fp: Mapping[str, Any]) -> str:
+    """Stable slug of the machine: 'h200x2-nvlink', 'h200x1', 'rtxpro6000x8-pcie', 'cpu-2core'."""
+    names = fp.get("gpu_names") or []
+    count = int(fp.get("gpu_count") or len(names))
+    if not count:
+        return f"cpu-{int(fp.get('cpu_count') or 1)}core"
+    models = sorted({gpu_slug(n) for n in names}) or [gpu_slug(str(fp.get("gpu_model") or "gpu"))]
+    slug = f"{'+'.join(models)}x{count}"
+    if count > 1:
+        link = fp.get("interconnect") or "none"
+        slug += f"-{link}" if link != "none" else ""
+    return slug
+
+
+def diff_fingerprints(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences 'key: A → B', important keys first."""
+    keys = [k for k in _ORDER if k in a or k in b]
+    keys += sorted((set(a) | set(b)) - set(_ORDER))
+    return [f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+__all__ = [
+    "diff_fingerprints",
+    "fingerprint",
+    "gpu_slug",
+    "machine_class",
+    "parse_cuda_version",
+    "parse_gpu_query",
+    "parse_topology",
+    "run_command",
+]

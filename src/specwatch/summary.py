@@ -1,0 +1,86 @@
+"""What a run leaves behind: results file, history, baselines, pytest-benchmark JSON, summary table."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specwatch import report
+from specwatch.measure import METRICS
+from specwatch.result import Result, ResultSet
+
+if TYPE_CHECKING:
+    from specwatch.session import Session
+
+
+def results_of(session: Session) -> ResultSet:
+    """Every memoised measurement of the session as a ResultSet (one Result per metric)."""
+    rs = ResultSet(machine=session.fingerprint(), commit=session.commit())
+    for (profile, workload), m in sorted(session.measurements.items()):
+        extra = {"client_overhead": round(m.client_overhead, 5), "shared_host": m.shared_host,
+                 "runs": len(m.runs), "concurrency": m.workload.concurrency,
+                 "max_new_tokens": m.workload.max_new_tokens}
+        for metric, (unit, higher) in METRICS.items():
+            rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher,
+                               samples=m.samples(metric), extra=extra))
+    return rs
+
+
+def rows_of(session: Session) -> list[report.ReportRow]:
+    """Verdict rows recorded by tests, plus a plain row for every measured key without one."""
+    rows = list(session.verdict_rows)
+    judged = {r.key for r in rows}
+    for r in results_of(session).results:
+        if r.key not in judged and r.metric == "output_tok_s":
+            rows.append(report.ReportRow(key=r.key, n=len(r.samples), median=_median(r.samples), unit=r.unit,
+                                         samples=tuple(r.samples), higher_is_better=r.higher_is_better))
+    return rows
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else float("nan")
+
+
+def summary_lines(session: Session) -> list[str]:
+    """The end-of-run table, plus one line per finding that failed."""
+    lines = report.summary_table(rows_of(session), title="specwatch results").splitlines()
+    for f in session.findings:
+        if not f.ok:
+            lines.append(f"[{f.check}] {f.profile}: {f.summary.splitlines()[0]}")
+    shared = [k for k, m in session.measurements.items() if m.shared_host]
+    if shared:
+        lines.append(f"note: {len(shared)} measurement(s) ran while other xdist workers shared this host")
+    return lines
+
+
+def persist(session: Session) -> list[Path]:
+    """Write the run's files; returns their paths."""
+    cfg = session.config
+    rs = results_of(session)
+    written: list[Path] = []
+    report_dir = cfg.path(cfg.report_dir)
+    assert report_dir is not None
+    written.append(rs.save(report_dir / "results-latest.json"))
+    if cfg.results:
+        written.append(rs.save(cfg.path(cfg.results)))
+    rows = rows_of(session)
+    written.append(report.write_benchmark_json(report_dir / "benchmark.json", rows,
+                                               machine_info=rs.machine, commit_info={"id": rs.commit}))
+    if cfg.history:
+        from specwatch.history import History
+
+        path = cfg.path(cfg.history)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with History(path) as hist:
+            hist.append(rs)
+        written.append(path)
+    if cfg.update_baselines:
+        from specwatch.baseline import BaselineStore
+
+        written += BaselineStore(cfg.path(cfg.baseline_dir)).record_all(rs, machine_class=session.machine_class())
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        report.append_step_summary(report.markdown_summary(rows))
+    return written

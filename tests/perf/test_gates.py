@@ -1,0 +1,24 @@
+"""Relative gates measured in one session: speculation against plain decoding, tuned against untuned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from specwatch import gates
+from specwatch.gates import Outcome
+from specwatch.session import Session
+
+pytestmark = pytest.mark.perf
+Enforce = Callable[[Outcome], None]
+
+
+def test_speculation_beats_baseline(specwatch_session: Session, enforce: Enforce) -> None:
+    """EAGLE at 60 tok/s against a baseline of 82 fails here, with accept length and break-even."""
+    enforce(gates.speculation_beats_baseline(specwatch_session))
+
+
+def test_tuned_not_worse_than_untuned(specwatch_session: Session, enforce: Enforce) -> None:
+    """Tuning must not hurt; a tuning with no measurable effect is reported as such, not as a win."""
+    enforce(gates.tuned_vs_untuned(specwatch_session))

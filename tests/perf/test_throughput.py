@@ -1,0 +1,24 @@
+"""Throughput floors and drift against stored baselines, per server profile (the main job: -m perf)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from specwatch import gates
+from specwatch.gates import Outcome
+from specwatch.session import Session
+
+pytestmark = pytest.mark.perf
+Enforce = Callable[[Outcome], None]
+
+
+def test_throughput_floor(specwatch_session: Session, profile_name: str, enforce: Enforce) -> None:
+    """Each profile's single-stream median tok/s is at least its floor_tok_s."""
+    enforce(gates.floor(specwatch_session, profile_name))
+
+
+def test_no_drift_against_baseline(specwatch_session: Session, profile_name: str, enforce: Enforce) -> None:
+    """Single-stream tok/s has not regressed against the stored baseline (tolerance AND p < alpha)."""
+    enforce(gates.drift(specwatch_session, profile_name))

@@ -1,0 +1,124 @@
+"""Baseline store: layout, recording, loading, missing-baseline and fingerprint messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specwatch.baseline import Baseline, BaselineStore
+from specwatch.compare import Verdict, compare
+from specwatch.errors import UsageError
+from specwatch.result import Result, ResultSet
+
+FP = {"machine_class": "h200x2-nvlink", "gpu_model": "NVIDIA H200", "gpu_count": 2,
+      "driver": "580.159.04", "cuda": "13.0", "torch": "2.9.1", "os": "Linux 6.1"}  # fmt: skip
+BASE_89 = [89.0, 89.3, 88.8, 89.1, 89.2, 88.9, 89.0, 89.4, 88.7, 89.1]
+RETEST_82 = [82.1, 82.2, 83.0, 82.4, 82.3, 82.6, 82.0, 82.5, 82.8, 82.2]
+
+
+def results(samples=BASE_89) -> ResultSet:
+    return ResultSet(
+        [
+            Result.make("baseline", "single-stream", "output_tok_s", unit="tok/s", higher_is_better=True,
+                        samples=samples),
+            Result.make("baseline", "single-stream", "ttft_ms", unit="ms", higher_is_better=False,
+                        samples=[12.0, 12.2, 11.9]),
+            Result.make("eagle3", "single-stream", "output_tok_s", unit="tok/s", higher_is_better=True,
+                        samples=[94.0, 93.5, 94.2], extra={"accept_length": 2.1}),
+        ],
+        machine=FP,
+        commit="deadbeef",
+    )  # fmt: skip
+
+
+def test_path_layout_and_bad_names(tmp_path):
+    store = BaselineStore(tmp_path / "baselines")
+    assert store.path_for("h200x2-nvlink", "eagle3") == tmp_path / "baselines" / "h200x2-nvlink" / "eagle3.json"
+    for bad in ("../x", "a/b", "", ".hidden"):
+        with pytest.raises(UsageError):
+            store.path_for(bad, "p")
+
+
+def test_missing_baseline_is_none_and_message_says_how_to_record(tmp_path):
+    store = BaselineStore(tmp_path)
+    assert store.load("cpu-2core", "baseline") is None
+    msg = store.missing_message("cpu-2core", "baseline")
+    assert "pytest -m perf --update-baselines" in msg
+    assert "specwatch baseline update RESULTS.json" in msg
+    assert str(tmp_path / "cpu-2core" / "baseline.json") in msg
+    with pytest.raises(UsageError, match="--update-baselines"):
+        store.require("cpu-2core", "baseline")
+
+
+def test_record_and_load_round_trip(tmp_path):
+    store = BaselineStore(tmp_path)
+    path = store.record("h200x2-nvlink", "baseline", FP, "deadbeef", results(),
+                        recorded="2026-11-29T17:02:00+00:00")  # fmt: skip
+    data = json.loads(path.read_text())
+    assert data["version"] == 1
+    assert sorted(data["metrics"]) == ["single-stream/output_tok_s", "single-stream/ttft_ms"]
+    m = data["metrics"]["single-stream/output_tok_s"]
+    assert m["samples"] == BASE_89
+    assert m["unit"] == "tok/s"
+    assert m["higher_is_better"] is True
+    assert m["summary"]["n"] == 10
+    assert m["summary"]["ci_low"] <= m["summary"]["median"] <= m["summary"]["ci_high"]
+    assert data["commit"] == "deadbeef"
+    assert data["recorded"] == "2026-11-29T17:02:00+00:00"
+    assert path.read_text() == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+    base = store.load("h200x2-nvlink", "baseline")
+    assert isinstance(base, Baseline)
+    assert base.get("single-stream", "output_tok_s").summary.median == pytest.approx(89.05)
+    assert base.get("single-stream", "nope") is None
+    assert [r.key for r in base.as_results()] == ["baseline/single-stream/output_tok_s",
+                                                   "baseline/single-stream/ttft_ms"]  # fmt: skip
+    # Re-saving what was loaded writes the same bytes.
+    assert base.to_dict() == data
+
+
+def test_baseline_catches_the_case_study_drift(tmp_path):
+    store = BaselineStore(tmp_path)
+    store.record("h200x2-nvlink", "baseline", FP, "good", results())
+    base = store.require("h200x2-nvlink", "baseline")
+    cur = results(RETEST_82).get("baseline/single-stream/output_tok_s")
+    ref = base.reference(cur)
+    verdict = compare(cur.samples, ref.samples, higher_is_better=ref.higher_is_better)
+    assert verdict.verdict is Verdict.REGRESSION
+
+
+def test_record_all_writes_one_file_per_profile(tmp_path):
+    store = BaselineStore(tmp_path)
+    paths = store.record_all(results())
+    assert sorted(p.name for p in paths) == ["baseline.json", "eagle3.json"]
+    assert store.available() == [("h200x2-nvlink", "baseline"), ("h200x2-nvlink", "eagle3")]
+    assert store.load("h200x2-nvlink", "eagle3").get("single-stream", "output_tok_s").extra == {
+        "accept_length": 2.1
+    }
+    with pytest.raises(UsageError, match="machine_class"):
+        store.record_all(ResultSet(results().results, machine={}))
+    with pytest.raises(UsageError, match="no results"):
+        store.record("cpu-2core", "other", FP, None, results())
+
+
+def test_fingerprint_mismatch_warning_lists_differences(tmp_path):
+    store = BaselineStore(tmp_path)
+    store.record("h200x2-nvlink", "baseline", FP, "good", results())
+    base = store.load("h200x2-nvlink", "baseline")
+    assert base.fingerprint_warning(dict(FP)) is None
+    assert base.fingerprint_warning({**FP, "os": "Linux 6.2"}) is None  # kernel bumps are noise
+    warn = base.fingerprint_warning({**FP, "driver": "575.57.08", "torch": "2.10.0"})
+    assert "different machine" in warn
+    assert "driver: '580.159.04' → '575.57.08'" in warn
+    assert "torch: '2.9.1' → '2.10.0'" in warn
+
+
+def test_newer_baseline_version_rejected(tmp_path):
+    store = BaselineStore(tmp_path)
+    path = store.record("cpu-2core", "baseline", FP, None, results())
+    data = json.loads(path.read_text())
+    data["version"] = 7
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match="newer"):
+        store.load("cpu-2core", "baseline")

@@ -1,0 +1,197 @@
+"""Verdicts of specwatch.compare, anchored on the case study's numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specwatch.compare import GateVerdict, Verdict, compare, relative_gate
+from specwatch.errors import UsageError
+
+# Case study: baseline ~89 tok/s measured earlier the same day, retest ~82 tok/s.
+BASE_89 = [89.0, 89.3, 88.8, 89.1, 89.2, 88.9, 89.0, 89.4, 88.7, 89.1]
+RETEST_82 = [82.1, 82.2, 83.0, 82.4, 82.3, 82.6, 82.0, 82.5, 82.8, 82.2]
+# Case study: five EAGLE-3 runs spreading 52.8–68.1 tok/s.
+SPREAD = [52.8, 68.1, 61.0, 59.5, 64.0]
+
+
+def noisy(center: float, cv: float, n: int, seed: int) -> np.ndarray:
+    return center * (1.0 + cv * np.random.default_rng(seed).standard_normal(n))
+
+
+def test_baseline_drift_89_to_82_is_a_regression():
+    c = compare(RETEST_82, BASE_89, higher_is_better=True)
+    assert c.verdict is Verdict.REGRESSION
+    assert c.is_regression
+    assert c.change == pytest.approx(82.35 / 89.05 - 1)
+    assert c.ci_high < 0.95
+    assert c.p < 0.01
+    assert c.n_current == c.n_reference == 10
+    assert "regression" in c.message
+    assert "-7.5%" in c.message
+
+
+def test_drift_with_generated_samples_and_improvement_mirror():
+    ref = noisy(89.0, 0.01, 10, 1)
+    cur = noisy(82.0, 0.01, 10, 2)
+    assert compare(cur, ref).verdict is Verdict.REGRESSION
+    assert compare(ref, cur).verdict is Verdict.IMPROVEMENT
+    # For latency (lower is better) the same numbers mean the opposite.
+    assert compare(cur, ref, higher_is_better=False).verdict is Verdict.IMPROVEMENT
+
+
+def test_wide_spread_with_unchanged_mean_is_not_a_regression():
+    ref = noisy(float(np.mean(SPREAD)), 0.01, 10, 3)
+    c = compare(SPREAD, ref)
+    assert c.verdict is Verdict.NOISY
+    assert not c.is_regression
+    assert c.cv_current > 0.08
+    assert c.mde > 0.05
+    assert c.runs_needed > 20
+    assert f"need {c.runs_needed} runs" in c.message
+    assert "noise" in c.message
+
+
+def test_spread_vs_spread_is_noisy_not_a_win():
+    # 94 vs 89 "win" read from runs that spread ±12%: no significant difference.
+    a = [94.0 * x / np.mean(SPREAD) for x in SPREAD]
+    b = [89.0 * x / np.mean(SPREAD) for x in reversed(SPREAD)]
+    c = compare(a, b)
+    assert c.verdict is Verdict.NOISY
+    g = relative_gate(a, b, names=("eagle3", "baseline"))
+    assert g.verdict is GateVerdict.NO_EFFECT
+    assert not g.passed
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_identical_distributions_no_change(seed):
+    ref = noisy(89.0, 0.01, 10, 100 + seed)
+    cur = noisy(89.0, 0.01, 10, 200 + seed)
+    c = compare(cur, ref)
+    assert c.verdict is Verdict.NO_CHANGE
+    assert compare(ref, ref).verdict is Verdict.NO_CHANGE
+
+
+def test_tiny_n_says_it_cannot_reach_alpha():
+    c = compare(RETEST_82[:3], BASE_89[:3])
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert "n=3/3 cannot reach p<0.01" in c.message
+    assert "need ≥ 5 runs" in c.message
+    assert c.runs_needed >= 5
+
+
+def test_low_power_quiet_enough_is_inconclusive_not_no_change():
+    # 4% noise, 6 runs each: MDE well above 5%, noise below the NOISY line.
+    ref = noisy(100.0, 0.04, 6, 11)
+    cur = noisy(97.0, 0.04, 6, 12)
+    c = compare(cur, ref, noisy_cv=0.10)
+    assert c.verdict is Verdict.INCONCLUSIVE
+    assert c.mde > 0.05
+    assert "need" in c.message
+
+
+def test_significant_but_within_tolerance_is_no_change():
+    ref = noisy(100.0, 0.002, 20, 21)
+    cur = noisy(98.0, 0.002, 20, 22)
+    c = compare(cur, ref)
+    assert c.p < 0.01
+    assert c.verdict is Verdict.NO_CHANGE
+    assert compare(cur, ref, tolerance=0.01).verdict is Verdict.REGRESSION
+
+
+def test_overrides_alpha():
+    c = compare(RETEST_82[:4], BASE_89[:4], alpha=0.05)  # 2/70 < 0.05
+    assert c.verdict is Verdict.REGRESSION
+
+
+def test_to_dict_carries_every_number():
+    d = compare(RETEST_82, BASE_89).to_dict()
+    for k in ("ratio", "ci_low", "ci_high", "p", "cv_current", "cv_reference", "mde", "n_current",
+              "n_reference", "message"):  # fmt: skip
+        assert k in d
+    assert d["verdict"] == "regression"
+
+
+def test_bad_input_is_a_usage_error():
+    with pytest.raises(UsageError):
+        compare([], BASE_89)
+    with pytest.raises(UsageError):
+        compare([0.0, 1.0], BASE_89)
+    with pytest.raises(UsageError):
+        compare(BASE_89, BASE_89, tolerance=0)
+
+
+values = st.lists(st.floats(min_value=10.0, max_value=200.0, allow_nan=False), min_size=2, max_size=12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(values, values, st.sampled_from([0.25, 0.5, 4.0, 1024.0]), st.booleans())
+def test_verdict_and_p_invariant_to_scaling(cur, ref, c, hib):
+    a = compare(cur, ref, higher_is_better=hib, n_resamples=500)
+    b = compare([c * x for x in cur], [c * x for x in ref], higher_is_better=hib, n_resamples=500)
+    assert a.verdict is b.verdict
+    assert a.p == b.p
+    assert a.ratio == b.ratio
+    assert (a.ci_low, a.ci_high) == (b.ci_low, b.ci_high)
+
+
+@settings(max_examples=30, deadline=None)
+@given(values, values)
+def test_swapping_mirrors_the_verdict(cur, ref):
+    a = compare(cur, ref, n_resamples=500)
+    b = compare(ref, cur, n_resamples=500)
+    mirror = {Verdict.REGRESSION: Verdict.IMPROVEMENT, Verdict.IMPROVEMENT: Verdict.REGRESSION}
+    if a.verdict in mirror:
+        assert b.verdict is mirror[a.verdict]
+    assert 0.0 <= a.p <= 1.0
+    assert a.p == pytest.approx(b.p)
+    assert a.ci_low <= a.ratio * (1 + 1e-12)
+    assert a.ratio <= a.ci_high * (1 + 1e-12)
+
+
+# ------------------------------------------------------------------ relative gate
+
+
+def test_gate_speculative_beats_baseline_by_margin():
+    base = noisy(89.0, 0.01, 8, 31)
+    spec = noisy(100.0, 0.01, 8, 32)
+    g = relative_gate(spec, base, margin=0.05, names=("eagle3", "baseline"))
+    assert g.verdict is GateVerdict.PASS
+    assert g.passed
+    assert g.gain == pytest.approx(np.median(spec) / np.median(base) - 1)
+    assert "eagle3 ≥ baseline×1.05" in g.message
+
+
+def test_gate_speculative_slower_fails():
+    spec = [59.0, 60.0, 61.0, 60.5, 59.8]
+    g = relative_gate(spec, RETEST_82[:5], margin=0.05, names=("eagle3", "baseline"))
+    assert g.verdict is GateVerdict.FAIL
+    assert not g.passed
+
+
+def test_gate_small_real_gain_below_margin_fails_or_inconclusive():
+    base = noisy(89.0, 0.005, 10, 41)
+    spec = noisy(91.0, 0.005, 10, 42)  # +2% real, 5% asked
+    g = relative_gate(spec, base, margin=0.05)
+    assert g.verdict is GateVerdict.FAIL
+
+
+def test_tuned_vs_untuned_without_effect_is_no_measurable_effect():
+    untuned = noisy(82.0, 0.01, 10, 51)
+    tuned = noisy(82.0, 0.01, 10, 52)
+    g = relative_gate(tuned, untuned, names=("tuned", "untuned"))
+    assert g.verdict is GateVerdict.NO_EFFECT
+    assert g.message.startswith("no measurable effect")
+    assert not g.passed
+
+
+def test_gate_lower_is_better_and_tiny_n():
+    fast = [10.0, 10.1, 9.9, 10.05, 9.95, 10.0]
+    slow = [12.0, 12.1, 11.9, 12.05, 11.95, 12.0]
+    assert relative_gate(fast, slow, margin=0.1, higher_is_better=False).verdict is GateVerdict.PASS
+    assert relative_gate(slow, fast, margin=0.1, higher_is_better=False).verdict is GateVerdict.FAIL
+    g = relative_gate(fast[:3], slow[:3], higher_is_better=False)
+    assert g.verdict is GateVerdict.INCONCLUSIVE
+    assert "cannot reach" in g.message

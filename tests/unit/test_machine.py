@@ -1,0 +1,177 @@
+"""Machine fingerprint parsing against recorded nvidia-smi outputs (no GPU needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specwatch import machine
+
+# Recorded on a 2×H200 host (driver 580.159.04, CUDA 13.0), verbatim including the ANSI
+# underline nvidia-smi puts around the topo header.
+H200_QUERY = "NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n"
+H200_VERSION = (
+    "NVIDIA-SMI version  : 580.159.04\nNVML version        : 580.159\n"
+    "DRIVER version      : 580.159.04\nCUDA Version        : 13.0\n"
+)
+H200_TOPO = (
+    "\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    "GPU0\t X \tNV18\t0-31\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \t0-31\t0\t\tN/A\n"
+    "\n"
+    "Legend:\n\n"
+    "  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+    "  PIX  = Connection traversing at most a single PCIe bridge\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n"
+)
+H200_SMI_HEADER = (
+    "+-----------------------------------------------------------------------------------------+\n"
+    "| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |\n"
+)
+# The case study's machine: 8 PCIe GPUs across two NUMA nodes, with a NIC column (format of
+# `nvidia-smi topo -m` on such hosts; values typed for the test).
+PCIE8_QUERY = "".join("NVIDIA RTX PRO 6000 Blackwell Server Edition, 575.57.08\n" for _ in range(8))
+_ROWS = []
+for i in range(8):
+    cells = ["X" if i == j else ("NODE" if (i < 4) == (j < 4) else "SYS") for j in range(8)]
+    _ROWS.append(f"GPU{i}\t" + "\t".join(f" {c} " if c == "X" else c for c in cells) + "\tPHB\t0-47\t0\t\tN/A")
+PCIE8_TOPO = (
+    "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    + "\n".join(_ROWS)
+    + "\nNIC0\tPHB\tPHB\tPHB\tPHB\tSYS\tSYS\tSYS\tSYS\t X \t\t\t\t\n\nLegend:\n\n  X    = Self\n"
+)
+
+
+def fake_runner(outputs: dict[str, str | None]):
+    calls: list[list[str]] = []
+
+    def run(argv: list[str]) -> str | None:
+        calls.append(argv)
+        return outputs.get(" ".join(argv[1:]))
+
+    run.calls = calls  # type: ignore[attr-defined]
+    return run
+
+
+def test_parse_recorded_query_and_versions():
+    assert machine.parse_gpu_query(H200_QUERY) == [("NVIDIA H200", "580.159.04")] * 2
+    assert machine.parse_gpu_query("") == []
+    assert machine.parse_cuda_version(H200_VERSION) == "13.0"
+    assert machine.parse_cuda_version(H200_SMI_HEADER) == "13.0"
+    assert machine.parse_cuda_version("garbage") is None
+
+
+def test_parse_recorded_nvlink_topology():
+    topo = machine.parse_topology(H200_TOPO)
+    assert topo["links"] == {"NV18": 1}
+    assert topo["interconnect"] == "nvlink"
+
+
+def test_parse_pcie_topology_with_nic():
+    topo = machine.parse_topology(PCIE8_TOPO)
+    assert sum(topo["links"].values()) == 28  # 8 choose 2 GPU pairs, NIC ignored
+    assert topo["links"] == {"NODE": 12, "SYS": 16}
+    assert topo["interconnect"] == "pcie"
+    assert topo["worst"] == "SYS"
+
+
+def test_mixed_and_missing_topology():
+    mixed = (
+        "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+        "GPU0\t X \tNV4\tPIX\t0-15\nGPU1\tNV4\t X \tPIX\t0-15\nGPU2\tPIX\tPIX\t X \t0-15\n"
+    )
+    assert machine.parse_topology(mixed)["links"] == {"NV4": 1, "PIX": 2}
+    assert machine.parse_topology(mixed)["interconnect"] == "mixed"
+    assert machine.parse_topology(None)["interconnect"] == "none"
+
+
+def test_fingerprint_two_h200_nvlink():
+    run = fake_runner({
+        "--query-gpu=name,driver_version --format=csv,noheader": H200_QUERY,
+        "--version": H200_VERSION,
+        "topo -m": H200_TOPO,
+    })  # fmt: skip
+    fp = machine.fingerprint("sglang", "0.5.23", runner=run, with_torch=False)
+    assert fp["gpu_model"] == "NVIDIA H200"
+    assert fp["gpu_count"] == 2
+    assert fp["driver"] == "580.159.04"
+    assert fp["cuda"] == "13.0"
+    assert fp["interconnect"] == "nvlink"
+    assert fp["engine"] == "sglang"
+    assert fp["engine_version"] == "0.5.23"
+    assert fp["machine_class"] == "h200x2-nvlink"
+    assert fp["cpu_count"] >= 1
+    assert fp["python"]
+
+
+def test_fingerprint_single_gpu_skips_topology_and_falls_back_to_smi_header():
+    run = fake_runner({
+        "--query-gpu=name,driver_version --format=csv,noheader": H200_QUERY.splitlines()[0] + "\n",
+        "": H200_SMI_HEADER,
+    })  # fmt: skip
+    fp = machine.fingerprint(runner=run, with_torch=False)
+    assert fp["machine_class"] == "h200x1"
+    assert fp["cuda"] == "13.0"
+    assert ["nvidia-smi", "topo", "-m"] not in run.calls  # type: ignore[attr-defined]
+
+
+def test_fingerprint_without_nvidia_smi_is_cpu():
+    fp = machine.fingerprint(runner=lambda argv: None, with_torch=False)
+    assert fp["gpu_count"] == 0
+    assert fp["gpu_model"] is None
+    assert fp["driver"] is None
+    assert fp["machine_class"] == f"cpu-{fp['cpu_count']}core"
+
+
+def test_run_command_missing_binary_is_none():
+    assert machine.run_command(["definitely-not-a-command-specwatch"]) is None
+
+
+def test_fingerprint_pcie_machine_class():
+    run = fake_runner({
+        "--query-gpu=name,driver_version --format=csv,noheader": PCIE8_QUERY,
+        "--version": None,
+        "": None,
+        "topo -m": PCIE8_TOPO,
+    })  # fmt: skip
+    fp = machine.fingerprint(runner=run, with_torch=False)
+    assert fp["machine_class"] == "rtxpro6000x8-pcie"
+    assert fp["cuda"] is None
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H100 PCIe", "h100pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("NVIDIA GeForce RTX 4090", "rtx4090"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtxpro6000"),
+        ("NVIDIA L40S", "l40s"),
+    ],
+)
+def test_gpu_slug(name, slug):
+    assert machine.gpu_slug(name) == slug
+
+
+def test_machine_class_is_stable_and_cpu():
+    assert machine.machine_class({"gpu_count": 0, "cpu_count": 2}) == "cpu-2core"
+    fp = {"gpu_names": ["NVIDIA H200"] * 4, "gpu_count": 4, "interconnect": "nvlink"}
+    assert machine.machine_class(fp) == machine.machine_class(dict(fp)) == "h200x4-nvlink"
+
+
+def test_diff_fingerprints_lists_what_changed():
+    a = {"gpu_model": "NVIDIA H200", "driver": "580.159.04", "torch": "2.9.0", "zz_extra": 1}
+    b = {"gpu_model": "NVIDIA H200", "driver": "575.57.08", "torch": "2.9.0", "nccl": "2.27.3"}
+    diffs = machine.diff_fingerprints(a, b)
+    assert diffs == [
+        "driver: '580.159.04' → '575.57.08'",
+        "nccl: None → '2.27.3'",
+        "zz_extra: 1 → None",
+    ]
+    assert machine.diff_fingerprints(a, dict(a)) == []
