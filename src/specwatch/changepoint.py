@@ -93,6 +93,15 @@ def _perm_max(seg: np.ndarray, min_size: int, rng: np.random.Generator, r: int) 
     return out
 
 
+def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided Welch t-test p of two segments (0 when both are constant and differ)."""
+    from scipy import stats
+
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return 0.0 if a[0] != b[0] else 1.0
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
 def detect(
     series: Sequence[float],
     alpha: float = 0.01,
@@ -102,12 +111,21 @@ def detect(
     min_magnitude: float = 0.0,
     max_points: int | None = None,
     seed: int = 0,
+    test: str = "permutation",
 ) -> list[ChangePoint]:
-    """Change points of ``series`` significant at ``alpha`` (permutation p), in index order.
+    """Change points of ``series`` significant at ``alpha``, in index order.
 
     ``min_size``: fewest points on each side of a change. ``min_magnitude``: drop changes whose
     relative size ``|after/before − 1|`` is smaller (Otava's ``-M``); the splits still stand.
+    ``test``: ``"permutation"`` (default, distribution-free, see the module docstring) or
+    ``"ttest"``: Otava's choice, a Welch t-test between the two sides of the best split
+    (Bonferroni-corrected for the number of candidate splits, since the split is chosen to
+    maximise the difference). The
+    t-test resolves short histories (5 + 5 points) that no permutation test can, at the price of
+    assuming roughly normal noise; ``specwatch history changes --test`` picks one.
     """
+    if test not in ("permutation", "ttest"):
+        raise ValueError(f"test must be 'permutation' or 'ttest', got {test!r}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if min_size < 2:
@@ -130,6 +148,16 @@ def detect(
         if best is None or best[0] <= 0:
             break
         q_obs, idx = best
+        if test == "ttest":
+            s, e = next((s, e) for s, e in segments if s < idx < e)
+            # Bonferroni over the candidate splits: the best split is chosen after looking.
+            candidates = (e - s) - 2 * min_size + 1
+            p = min(1.0, _welch_p(x[s:idx], x[idx:e]) * max(candidates, 1))
+            if p >= alpha:
+                break
+            found[idx] = (p, q_obs)
+            bounds = sorted([*bounds, idx])
+            continue
         # Null: every segment permuted on its own; the statistic is the max over segments.
         null = np.full(permutations, -np.inf)
         for s, e in segments:

@@ -79,3 +79,21 @@ def test_flat_constant_and_argument_checks():
         detect(CASE, alpha=0)
     with pytest.raises(ValueError):
         detect([1.0, float("nan"), 2.0])
+
+
+def test_ttest_mode_finds_the_case_study_step_in_a_short_history() -> None:
+    """Otava's t-test resolves 3 + 5 points, which no permutation test can reach at alpha 0.01."""
+    short = [89.0, 89.3, 88.8, 82.1, 82.2, 83.0, 82.4, 82.6]
+    points = detect(short, test="ttest")
+    assert [p.index for p in points] == [3]
+    assert points[0].magnitude == pytest.approx(82.4 / 89.0 - 1, abs=1e-9) and points[0].p < 0.01
+
+
+def test_ttest_mode_false_positive_rate_on_flat_series() -> None:
+    hits = sum(bool(detect(np.random.default_rng(s).normal(89, 1.5, 12), test="ttest")) for s in range(300))
+    assert hits / 300 <= 0.03  # alpha 0.01, Bonferroni over the candidate splits
+
+
+def test_unknown_test_is_rejected() -> None:
+    with pytest.raises(ValueError, match="ttest"):
+        detect([1.0] * 10, test="bayes")

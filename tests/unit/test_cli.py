@@ -1,0 +1,110 @@
+"""The specwatch console script: exit codes, parse-log, compare, baselines, history, profiles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specwatch.cli import main
+from specwatch.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
+from specwatch.result import Result, ResultSet
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
+
+
+def _results(path: Path, tok_s: list[float], *, created: str | None = None, commit: str = "c0") -> Path:
+    rs = ResultSet(machine={"machine_class": "h200x2-nvlink"}, commit=commit)
+    if created:
+        rs.created = created
+    rs.add(Result.make("eagle3-tuned", "single-stream", "output_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=tok_s))
+    rs.save(path)
+    return path
+
+
+def _noisy(center: float, n: int = 10, seed: int = 0) -> list[float]:
+    return list(np.random.default_rng(seed).normal(center, center * 0.01, n))
+
+
+def test_parse_log_prints_one_json_object_per_record(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse-log", str(FIXTURES / "real" / "log")]) == EXIT_OK
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    kinds = {r["type"] for r in records}
+    assert {"decode", "prefill"} <= kinds
+    decode = next(r for r in records if r["type"] == "decode")
+    assert decode["graph_label"] == "cpu graph" and decode["graph"] is False
+
+
+def test_parse_log_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["parse-log", str(tmp_path / "nope.log")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("specwatch: ") and "Traceback" not in err
+
+
+def test_compare_flags_the_89_to_82_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = _results(tmp_path / "base.json", _noisy(89.0, seed=1))
+    cur = _results(tmp_path / "cur.json", _noisy(82.0, seed=2))
+    assert main(["compare", str(base), str(cur)]) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert "eagle3-tuned/single-stream/output_tok_s" in out and "regression" in out
+
+
+def test_compare_same_distribution_passes(tmp_path: Path) -> None:
+    base = _results(tmp_path / "base.json", _noisy(89.0, seed=1))
+    cur = _results(tmp_path / "cur.json", _noisy(89.0, seed=3))
+    assert main(["compare", str(base), str(cur)]) == EXIT_OK
+
+
+def test_compare_accepts_a_stored_baseline_file(tmp_path: Path) -> None:
+    res = _results(tmp_path / "base.json", _noisy(89.0, seed=1))
+    assert main(["baseline", "update", str(res), "--baseline-dir", str(tmp_path / "b")]) == EXIT_OK
+    stored = tmp_path / "b" / "h200x2-nvlink" / "eagle3-tuned.json"
+    doc = json.loads(stored.read_text())
+    assert doc["version"] >= 1 and "single-stream/output_tok_s" in doc["metrics"]
+    cur = _results(tmp_path / "cur.json", _noisy(82.0, seed=2))
+    assert main(["compare", str(stored), str(cur)]) == EXIT_REGRESSION
+
+
+def test_compare_with_no_common_key_is_a_usage_error(tmp_path: Path) -> None:
+    a = _results(tmp_path / "a.json", _noisy(89.0))
+    rs = ResultSet(machine={"machine_class": "x"})
+    rs.add(Result.make("other", "w", "output_tok_s", unit="tok/s", higher_is_better=True, samples=[1.0, 2.0]))
+    b = rs.save(tmp_path / "b.json")
+    assert main(["compare", str(a), str(b)]) == EXIT_USAGE
+
+
+def test_history_changes_names_the_run_where_the_baseline_drifted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    series = [89.0, 89.3, 88.8, 89.1, 89.2, 82.1, 82.2, 83.0, 82.4, 82.6]
+    files = [str(_results(tmp_path / f"r{i}.json", _noisy(v, n=5, seed=i), created=f"2026-11-{i + 1:02d}T00:00:00Z",
+                          commit=f"commit{i}")) for i, v in enumerate(series)]
+    hist = str(tmp_path / "h.sqlite")
+    assert main(["history", "import", "--history", hist, *files]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["history", "changes", "--history", hist]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "commit5" in out, out  # the first run at 82
+    assert "-7." in out or "-8." in out  # the magnitude of 89 -> 82
+    assert main(["history", "show", "--history", hist]) == EXIT_OK
+    assert "10 runs" in capsys.readouterr().out
+
+
+def test_profile_show_prints_sglang_command_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text('version = 1\n[[server]]\nname = "k2"\nengine = "sglang"\nmodel = "moonshotai/Kimi-K2.5"\ntp = 8\n'
+                 'env = "tuned"\nspeculative = { num_steps = 2, draft_model = "lightseekorg/kimi-k2.5-eagle3" }\n')
+    assert main(["profile", "show", str(f)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "sglang serve --model-path moonshotai/Kimi-K2.5" in out and "--tp-size 8" in out
+    assert "NCCL_PROTO=LL" in out
+
+
+def test_broken_profile_file_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text('[[server]]\nname = "a"\nengine = "trt"\n')
+    assert main(["profile", "show", str(f)]) == EXIT_USAGE
+    assert "engine" in capsys.readouterr().err
