@@ -84,7 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     report = yield
     if report.failed:
-        report.sections.extend(item.config.stash[SESSION_KEY].log_sections(item))
+        item.config.stash[SESSION_KEY].failed(item, call.excinfo, report)
     return report
 
 
@@ -94,7 +94,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.config.stash[SESSION_KEY].finish()
+    session.exitstatus = session.config.stash[SESSION_KEY].finish(int(exitstatus))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -46,7 +46,11 @@ class Session:
     findings: list[Finding] = field(default_factory=list)
     measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
     verdict_rows: list[Any] = field(default_factory=list)
+    #: greedy outputs per (profile name, prompts, max_new_tokens), memoised by checks.greedy_outputs
+    greedy_outputs: dict[tuple[str, tuple[str, ...], int], list[list[int]]] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    infra_failures: int = 0
+    verdict_failures: int = 0
     _fingerprint: dict[str, Any] | None = None
     _profiles: ProfileSet | None = None
     _pool: ServerPool | None = None
@@ -104,6 +108,19 @@ class Session:
                                                           shared_host=self.worker_count > 1)
             return self._external[prof.name]
         return self.pool.get(prof)
+
+    def server_for_profile(self, profile: ServerProfile) -> RunningServer:
+        """A running server for a profile that need not be in the profile set (e.g. a fault
+        configuration built with ``dataclasses.replace``), booted through the same pool.
+
+        With ``--server-url`` only the profile set's own servers are reachable.
+        """
+        if self.config.server_url:
+            if profile.name in self.profiles.servers:
+                return self.server(profile.name)
+            raise UsageError(f"--server-url {self.config.server_url}: cannot boot the extra server profile "
+                             f"{profile.name!r}; only a running server is used")
+        return self.pool.get(profile)
 
     def workload(self, name: str) -> Workload:
         try:
@@ -221,6 +238,16 @@ class Session:
 
         return [item for _, item in sorted(enumerate(items), key=key)]
 
+    def failed(self, item: Any, excinfo: Any, report: Any) -> None:
+        """A test failed: attach its servers' log tails and count it as infrastructure or verdict."""
+        from specwatch.errors import InfraError
+
+        report.sections.extend(self.log_sections(item))
+        if excinfo is not None and excinfo.errisinstance(InfraError):
+            self.infra_failures += 1
+        else:
+            self.verdict_failures += 1
+
     def log_sections(self, item: Any) -> list[tuple[str, str]]:
         """The log tails of the servers a failing test used (or of every live server)."""
         names = self._servers_of(item)
@@ -236,8 +263,12 @@ class Session:
 
         return summary_lines(self)
 
-    def finish(self) -> None:
-        """Persist what the run measured (results, history, baselines), then stop the servers."""
+    def finish(self, exitstatus: int = 0) -> int:
+        """Persist what the run measured (results, history, baselines), stop the servers, and
+        return the exit status: pytest's, except EXIT_INFRA when every failure was the harness's
+        (a server that failed to boot is not a regression)."""
+        from specwatch.errors import EXIT_INFRA
+
         try:
             if self.measurements:
                 from specwatch.summary import persist
@@ -245,6 +276,9 @@ class Session:
                 persist(self)
         finally:
             self.close()
+        if exitstatus == 1 and self.infra_failures and not self.verdict_failures:
+            return EXIT_INFRA
+        return exitstatus
 
     def close(self) -> None:
         """Stop every server this session started."""
