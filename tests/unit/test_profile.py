@@ -102,3 +102,12 @@ def test_single_server_from_flags() -> None:
     assert ps.roles["baseline"] == "baseline-tuned" and ps.roles["untuned"] == "eagle3-untuned"
     with pytest.raises(UsageError, match="--specwatch-model"):
         single_server_profiles("sglang", "", None, 1, "auto")
+
+
+def test_shipped_example_profiles_load_and_use_only_sglang_0_5_23_flags() -> None:
+    for path in (FLAGS_FILE.parents[1] / "profiles").glob("*.toml"):
+        ps = load_profiles(path)
+        for prof in ps.servers.values():
+            if prof.engine == "sglang":
+                unknown = [f for f in _flags(prof.command("0.0.0.0", 30000)) if f not in SGLANG_FLAGS]
+                assert not unknown, f"{path.name}:{prof.name}: {unknown}"
