@@ -1,0 +1,102 @@
+"""Model presets: the values of ``--model-path`` that the reference server understands.
+
+A preset fixes the shape, the weight seed, the context length and how well the draft agrees with
+the target. The draft is self-speculative: the target's first ``draft_layers`` layers, then the
+target's final norm and its (shared) LM head. Layers at or beyond the draft depth add to the
+residual stream with the factor ``tail_scale``, so a small ``tail_scale`` makes the early-exit
+draft agree often with the full target, a large one rarely. A "perfect" preset uses the whole
+target as the draft, so every draft token is accepted.
+
+| preset | layers x width | heads | ffn | ctx | draft layers | tail scale | accept len, steps 2 / 3 |
+|---|---|---|---|---|---|---|---|
+| ref-tiny | 4 x 128 | 4 | 384 | 1024 | 1 | 0.35 | 1.96 / 2.16 |
+| ref-tiny-perfect | 4 x 128 | 4 | 384 | 1024 | 4 (= target) | 0.35 | 3.00 / 4.00 (exact) |
+| ref-tiny-poor | 4 x 128 | 4 | 384 | 1024 | 1 | 3.0 | 1.04 / 1.04 |
+| ref-small | 16 x 1024 | 16 | 2816 | 1024 | 1 | 0.15 | 1.80 / 1.95 (bf16 GPU: 1.8 at 3) |
+| ref-small-perfect | 16 x 1024 | 16 | 2816 | 1024 | 16 (= target) | 0.15 | 3 / 4 (f32 exact; bf16 ~3.98) |
+| ref-small-poor | 16 x 1024 | 16 | 2816 | 1024 | 1 | 1.0 | 1.01 / 1.01 |
+
+A "-perfect" preset has the same target model as the plain (realistic) one, so greedy outputs of
+the two are identical. Accept lengths: greedy, float32 on CPU, 8 prompts (64 new tokens for tiny,
+32 for small), mean over verify cycles, bonus token included, raw before any trim; measured with
+``python benchmarks/refserver_steps.py --calibrate [--calibrate-presets ...]``. They depend on the
+prompts (a greedy random model that falls into a repetition loop is easy to draft), so treat them as
++-0.3. In bfloat16 on a GPU the float32-exact "perfect" acceptance can miss by an argmax flip now and
+then (measured 3.979 instead of 4 for num_steps=3 on an H200). ``MEASURED_ACCEPT_LEN`` holds the
+numbers; tests/refserver/test_engine.py checks the tiny ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specwatch.refserver.tokenizer import VOCAB_SIZE
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Shape, seed and draft quality of one reference model."""
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_ff: int
+    context_len: int
+    seed: int
+    draft_layers: int  # depth of the early-exit draft; == n_layers means the draft is the target
+    tail_scale: float  # residual factor of the layers at or beyond tail_from
+    tail_from: int  # first scaled layer: the realistic draft depth (so all quality variants of a family
+    # with the same tail_scale share one target model)
+    quality: str  # "realistic" | "perfect" | "poor"
+    vocab_size: int = VOCAB_SIZE
+    rope_theta: float = 10000.0
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head."""
+        return self.d_model // self.n_heads
+
+    @property
+    def draft_is_target(self) -> bool:
+        """True when the draft runs every target layer (every draft token is accepted)."""
+        return self.draft_layers >= self.n_layers
+
+
+def _family(base: str, n_layers: int, d_model: int, n_heads: int, d_ff: int, ctx: int, seed: int,
+            draft_layers: int, realistic: float, poor: float) -> dict[str, Preset]:
+    common = dict(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, context_len=ctx, seed=seed)
+    common = dict(common, tail_from=draft_layers)
+    return {
+        base: Preset(base, draft_layers=draft_layers, tail_scale=realistic, quality="realistic", **common),
+        # the same target as the realistic preset, drafted by the whole target
+        f"{base}-perfect": Preset(f"{base}-perfect", draft_layers=n_layers, tail_scale=realistic,
+                                  quality="perfect", **common),
+        f"{base}-poor": Preset(f"{base}-poor", draft_layers=draft_layers, tail_scale=poor, quality="poor",
+                               **common),
+    }
+
+
+# tail_scale values calibrated with benchmarks/refserver_steps.py --calibrate (see MEASURED_ACCEPT_LEN).
+PRESETS: dict[str, Preset] = {
+    **_family("ref-tiny", 4, 128, 4, 384, 1024, 1234, 1, realistic=0.35, poor=3.0),
+    **_family("ref-small", 16, 1024, 16, 2816, 1024, 4321, 1, realistic=0.15, poor=1.0),
+}
+
+# Mean accept length per verify cycle (greedy, CPU float32), keyed by (preset, num_steps).
+MEASURED_ACCEPT_LEN: dict[tuple[str, int], float] = {
+    ("ref-tiny", 2): 1.961, ("ref-tiny", 3): 2.162,
+    ("ref-tiny-perfect", 2): 3.0, ("ref-tiny-perfect", 3): 4.0,
+    ("ref-tiny-poor", 2): 1.039, ("ref-tiny-poor", 3): 1.039,
+    ("ref-small", 2): 1.799, ("ref-small", 3): 1.953,
+    ("ref-small-perfect", 2): 3.0, ("ref-small-perfect", 3): 4.0,
+    ("ref-small-poor", 2): 1.008, ("ref-small-poor", 3): 1.008,
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name`` (a trailing slash or directory prefix is ignored)."""
+    key = name.rstrip("/").rsplit("/", 1)[-1]
+    if key not in PRESETS:
+        raise ValueError(f"unknown model preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    return PRESETS[key]
