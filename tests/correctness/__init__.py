@@ -1,0 +1,1 @@
+"""Execution-path checks against live servers (marker ``correctness``)."""

@@ -1,0 +1,30 @@
+"""Fixtures of the correctness tests (helpers in faultkit.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from correctness.faultkit import CHECK_WORKLOAD
+from specwatch.measure import Measurement, measure
+from specwatch.pool import RunningServer
+from specwatch.profile import ServerProfile
+from specwatch.session import Session
+
+
+@pytest.fixture(scope="session")
+def fault_runs() -> dict[str, tuple[RunningServer, Measurement]]:
+    """Booted fault servers and their measurement, per profile name (kept for the whole session)."""
+    return {}
+
+
+@pytest.fixture
+def boot_and_measure(specwatch_session: Session, fault_runs: dict[str, tuple[RunningServer, Measurement]]):
+    """``boot_and_measure(profile)`` -> (server, measurement of CHECK_WORKLOAD), memoised per profile."""
+
+    def run(profile: ServerProfile) -> tuple[RunningServer, Measurement]:
+        if profile.name not in fault_runs:
+            server = specwatch_session.server_for_profile(profile)
+            fault_runs[profile.name] = (server, measure(server, CHECK_WORKLOAD, specwatch_session.progress))
+        return fault_runs[profile.name]
+
+    return run

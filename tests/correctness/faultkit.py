@@ -1,0 +1,34 @@
+"""Helpers of the correctness tests: fault configurations booted through the session's pool.
+
+Fault servers are extra profiles (``dataclasses.replace`` of the profile set's own) booted with
+``Session.server_for_profile``; their measurements are kept here, not in the session's
+measurements, so they never reach results files or baselines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from specwatch.profile import ServerProfile
+from specwatch.session import Session
+from specwatch.workload import Workload, prompt_set
+
+#: Small and quick: enough verify cycles for several Decode lines per request.
+CHECK_WORKLOAD = Workload("correctness-check", runs=3, warmup=1, max_new_tokens=48)
+#: The seeded prompt set of the lossless checks.
+LOSSLESS_PROMPTS = prompt_set(seed=1234, n=6, words=16)
+LOSSLESS_MAX_NEW = 48
+
+
+def fault_profile(session: Session, role: str, suffix: str, *fault_args: str, **changes: Any) -> ServerProfile:
+    """The profile of ``role`` with a fault: ``name+suffix``, extra flags, other field changes."""
+    if session.config.server_url:
+        pytest.skip("--server-url: fault configurations cannot be booted")
+    base = session.profile_for(role)
+    if fault_args and base.engine != "reference":
+        pytest.skip(f"{' '.join(fault_args)} is a reference-server fault switch; {base.name} runs {base.engine}")
+    return dataclasses.replace(base, name=f"{base.name}+{suffix}", extra_args=(*base.extra_args, *fault_args),
+                               **changes)

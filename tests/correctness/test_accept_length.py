@@ -1,0 +1,60 @@
+"""Accept length: one canonical value, whichever source reports it (the case study read 0.92)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specwatch import checks, speculative
+from specwatch.pool import RunningServer
+from specwatch.session import Session
+
+pytestmark = pytest.mark.correctness
+
+
+def _steps(server: RunningServer) -> int:
+    spec = server.profile.speculative
+    assert spec is not None, f"{server.profile.name} is the spec fixture but is not speculative"
+    return spec.num_steps
+
+
+def test_sources_reconcile_on_the_live_server(specwatch_session: Session, spec_server: RunningServer) -> None:
+    m = specwatch_session.measure("spec")
+    result = checks.accept_length(specwatch_session, spec_server, m)
+    if result.skipped:
+        pytest.skip(result.reason)
+    assert result.ok, result.message
+    sources = {e.source for e in result.detail.estimates}
+    assert "/metrics delta" in sources and any(s.startswith("meta_info of") for s in sources), result.message
+    if not spec_server.external:
+        # a pool server also offers its log windows and /server_info: every source took part
+        assert any(s.startswith("Decode lines") for s in sources), result.message
+        assert "/server_info avg_spec_accept_length" in sources, result.message
+    top = _steps(spec_server) + 1
+    for est in result.detail.estimates:
+        assert 1.0 <= est.value <= top, est.describe()
+
+
+def test_every_value_within_bounds(specwatch_session: Session, spec_server: RunningServer) -> None:
+    m = specwatch_session.measure("spec")
+    steps = _steps(spec_server)
+    values = [r.accept_len for r in m.decode_records if r.accept_len is not None]
+    values += [speculative.from_request_meta(g.meta_info, steps).value for g in m.generations]
+    assert values
+    for v in values:
+        speculative.check_bounds(v, steps)  # raises with the explanation
+
+
+def test_histogram_identities_per_request(specwatch_session: Session, spec_server: RunningServer) -> None:
+    m = specwatch_session.measure("spec")
+    steps = _steps(spec_server)
+    metas = [g.meta_info for g in m.generations]
+    with_hist = [mi for mi in metas if "spec_correct_drafts_histogram" in mi]
+    if not with_hist:
+        pytest.skip("the server reports no spec_correct_drafts_histogram")
+    for meta in with_hist:
+        hist = [int(h) for h in meta["spec_correct_drafts_histogram"]]
+        problems = speculative.check_histogram(hist, int(meta["spec_verify_ct"]),
+                                               int(meta["spec_num_correct_drafts"]), steps)
+        assert problems == [], (problems, meta)
+        assert speculative.from_histogram(hist).value == pytest.approx(
+            speculative.from_request_meta(meta, steps).value)

@@ -1,0 +1,55 @@
+"""Greedy speculative output must equal the baseline's, token for token."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS
+from specwatch import checks
+from specwatch.client import run_sync
+from specwatch.pool import RunningServer
+from specwatch.session import Session
+
+pytestmark = pytest.mark.correctness
+
+
+def test_baseline_greedy_output_is_deterministic(specwatch_session: Session, baseline_server: RunningServer) -> None:
+    """The premise of the comparison (and the memo the next tests reuse while the baseline is up)."""
+    first = checks.greedy_outputs(specwatch_session, specwatch_session.profile_for("baseline"), LOSSLESS_PROMPTS,
+                                  LOSSLESS_MAX_NEW)
+    again = run_sync(checks.generate_greedy(baseline_server.url, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW))
+    assert [len(o) for o in first] == [LOSSLESS_MAX_NEW] * len(LOSSLESS_PROMPTS)
+    assert first == again
+
+
+def test_speculative_output_equals_baseline(specwatch_session: Session, spec_server: RunningServer) -> None:
+    result = checks.lossless(specwatch_session, "baseline", "spec", LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
+    if result.skipped:
+        pytest.skip(result.reason)
+    assert result.ok, result.message
+    assert result.detail.identical_fraction == 1.0
+    assert len(result.detail.diffs) == len(LOSSLESS_PROMPTS)
+
+
+def test_perfect_draft_output_equals_baseline(specwatch_session: Session) -> None:
+    """Every draft token accepted (accept length num_steps+1) must still give the baseline's tokens."""
+    spec = specwatch_session.profile_for("spec")
+    if spec.engine != "reference" or specwatch_session.config.server_url:
+        pytest.skip("the perfect-draft preset is a reference-server model")
+    perfect = dataclasses.replace(spec, name=f"{spec.name}+perfect-draft", model=f"{spec.model}-perfect")
+    result = checks.lossless(specwatch_session, "baseline", perfect, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
+    assert result.ok, result.message
+    # and the draft really was perfect: every verify cycle accepted every draft token
+    server = specwatch_session.server_for_profile(perfect)
+    gen = run_sync(_one(server.url))
+    steps = spec.speculative.num_steps
+    assert gen.meta_info["spec_num_correct_drafts"] == steps * gen.meta_info["spec_verify_ct"], gen.meta_info
+
+
+async def _one(url: str):
+    from specwatch.client import Client
+
+    async with Client(url) as client:
+        return await client.generate(LOSSLESS_PROMPTS[0], max_new_tokens=31, stream=False)

@@ -1,0 +1,202 @@
+"""The check glue on recorded data: environment views, graph signals, accept-length sources, notes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specwatch import checks, logscan, ncclenv, procenv, promtext
+from specwatch.logscan import CaptureRecord, DecodeRecord
+from specwatch.profile import TUNED_NCCL, ServerProfile, Speculative
+from specwatch.session import Session
+
+SGLANG = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
+REAL = SGLANG / "real"
+TUNED = ServerProfile("tuned", env="tuned", env_vars=dict(TUNED_NCCL))
+UNTUNED = ServerProfile("untuned")
+
+
+def _proctree() -> list[procenv.ProcInfo]:
+    return procenv.load_proctree(REAL / "proctree.json")
+
+
+def _records() -> list[logscan.Record]:
+    return logscan.parse_lines((SGLANG / "log-0.5.23-samples.log").read_text().splitlines())
+
+
+def _decode(graph: bool, label: str = "cuda graph", running: int = 8, accept: float | None = 2.0) -> DecodeRecord:
+    return DecodeRecord(ts="2026-10-14 09:12:33", ranks={}, running=running, graph_label=label, graph=graph,
+                        gen_tput=100.0, queue=0, accept_len=accept)
+
+
+# -- environment --------------------------------------------------------------------------------
+
+
+def test_expectation_by_profile() -> None:
+    assert checks.environment_expectation(TUNED) == ("tuned", TUNED_NCCL)
+    assert checks.environment_expectation(UNTUNED) == ("untuned", TUNED_NCCL)
+
+
+def test_retitled_sglang_workers_without_probe_are_unknown_not_missing() -> None:
+    """The recorded SGLang tree: the main process answers from /proc, the retitled workers cannot."""
+    result = checks.evaluate_environment(TUNED, _proctree())
+    assert result.skipped and not result.failed
+    assert "sglang::scheduler (pid 19299)" in result.reason and "unreadable (retitled)" in result.reason
+    assert "pid 19275 (python -m sglang.launch_server" in result.message
+    assert "verdict from /proc environ (start)" in result.message
+    assert "pid 19299 (sglang::scheduler): /proc environ unreadable (retitled); no probe record; no NCCL lines; " \
+           "verdict from no view" in result.message
+
+
+def test_tuned_variables_in_an_untuned_server_are_leaks_naming_process_and_view() -> None:
+    result = checks.evaluate_environment(UNTUNED, _proctree())
+    assert result.failed
+    for var in TUNED_NCCL:
+        assert var in result.reason
+    assert "leaked into python -m sglang.launch_server" in result.reason and "(pid 19275)" in result.reason
+    assert "[/proc environ (start)]" in result.message
+
+
+def test_explicitly_launched_variable_is_not_a_leak() -> None:
+    launch_env = dict(TUNED_NCCL)
+    result = checks.evaluate_environment(UNTUNED, _proctree(), launch_env=launch_env)
+    assert not result.failed
+
+
+def test_nccl_lines_answer_for_retitled_workers() -> None:
+    nccl = ncclenv.parse_nccl_lines((REAL / "nccl-debug-sample.log").read_text().splitlines())
+    assert nccl
+    result = checks.evaluate_environment(TUNED, [], nccl=nccl)
+    views = checks.views_by_process(result.detail, [], {}, nccl)
+    pids = {pid for pid, _ in nccl}
+    assert set(views) == pids
+    for pid in pids:
+        assert "NCCL lines" in views[pid] and "no NCCL lines" not in views[pid]
+
+
+# -- verify graphs ----------------------------------------------------------------------------
+
+
+def test_graph_counters_by_mode() -> None:
+    expo = promtext.parse_text((SGLANG / "metrics-spec.txt").read_text())
+    assert checks.graph_counters(expo) == {"prefill_cuda_graph": 4.0, "decode_none": 2.0, "decode_cuda_graph": 37.0}
+    assert checks.graph_counters(None) is None
+    assert checks.graph_counters(promtext.parse_text("x_total 1\n")) is None
+
+
+def test_graphed_verify_passes_on_recorded_gpu_log() -> None:
+    recs = _records()
+    captures = [r for r in recs if isinstance(r, CaptureRecord)]
+    decodes = [r for r in recs if isinstance(r, DecodeRecord) and r.speculative and r.graph]
+    info = json.loads((SGLANG / "server_info-spec.json").read_text())
+    result = checks.evaluate_verify_graphs("p", counters={"decode_cuda_graph": 40.0, "decode_none": 0.0},
+                                           decode_records=decodes, captures=captures, server_info=info,
+                                           batch_sizes=[r.running for r in decodes])
+    assert result.ok, result.message
+    assert "verify graphs captured for bs=[1, 2" in result.message
+
+
+def test_eager_verify_names_the_cause() -> None:
+    recs = _records()
+    captures = [r for r in recs if isinstance(r, CaptureRecord)]
+    info = json.loads((SGLANG / "server_info-spec.json").read_text())
+    covered = checks.evaluate_verify_graphs("p", counters={"decode_cuda_graph": 0.0, "decode_none": 30.0},
+                                            decode_records=[_decode(False)], captures=captures, server_info=info,
+                                            batch_sizes=[8])
+    assert covered.failed and "did not replay" in covered.reason
+    too_big = checks.evaluate_verify_graphs("p", counters=None, decode_records=[_decode(False, running=56)],
+                                            captures=captures, server_info=info, batch_sizes=[56])
+    assert too_big.failed and "captured only up to bs=48" in too_big.reason
+    cpu = checks.evaluate_verify_graphs("p", counters=None, decode_records=[_decode(False, "cpu graph")],
+                                        captures=[], server_info={}, batch_sizes=[1])
+    assert cpu.failed and "runs on CPU" in cpu.reason and "no CUDA graphs exist" in cpu.reason
+    nothing = checks.evaluate_verify_graphs("p", counters=None, decode_records=[], captures=[], server_info={},
+                                            batch_sizes=[1])
+    assert nothing.skipped and "no signal" in nothing.reason
+
+
+# -- accept length ------------------------------------------------------------------------------
+
+
+def test_explain_value() -> None:
+    bad = checks.explain_value(0.92, num_steps=2, num_draft_tokens=3)
+    assert bad.failed and "0.92 < 1: looks like extra tokens per cycle; canonical value 1.92" in bad.reason
+    assert "accept rate instead: 1 + 0.92·(3−1) = 2.84" in bad.message
+    assert checks.explain_value(1.92, num_steps=2).ok
+    over = checks.explain_value(3.5, num_steps=2)
+    assert over.failed and "num_steps+1 = 3" in over.reason
+
+
+def test_recorded_request_meta_identities_hold() -> None:
+    gens = json.loads((SGLANG / "generate-spec.json").read_text())
+    metas = [g["meta_info"] for g in gens]
+    ests, problems, notes = checks.accept_length_estimates(num_steps=3, metas=metas)
+    assert problems == [] and notes == []
+    (est,) = ests
+    c = sum(m["spec_num_correct_drafts"] for m in metas)
+    v = sum(m["spec_verify_ct"] for m in metas)
+    assert est.value == pytest.approx(1 + c / v)
+
+
+def test_broken_histogram_is_a_problem() -> None:
+    meta = {"completion_tokens": 48, "spec_verify_ct": 16, "spec_num_correct_drafts": 33,
+            "spec_correct_drafts_histogram": [2, 3, 3, 7]}
+    _, problems, _ = checks.accept_length_estimates(num_steps=3, metas=[meta])
+    assert any("sum(histogram)=15 != spec_verify_ct=16" in p for p in problems)
+    result = checks.evaluate_accept_length("p", 3, [], problems)
+    assert result.failed and "sum(histogram)=15" in result.reason  # nothing to reconcile, still a failure
+    assert checks.evaluate_accept_length("p", 3, [], []).skipped
+    ests, problems, _ = checks.accept_length_estimates(num_steps=3, metas=[meta, dict(meta, **{
+        "spec_correct_drafts_histogram": [2, 3, 3, 8]})])
+    result = checks.evaluate_accept_length("p", 3, ests, problems)
+    assert result.failed and "histogram" in result.reason
+
+
+def test_sources_reconcile_and_a_claimed_092_does_not() -> None:
+    expo = promtext.parse_text("sglang:generation_tokens_total 96\nsglang:spec_verify_calls_total 48\n"
+                               "sglang:num_requests_total 2\n")
+    metas = [{"completion_tokens": 48, "spec_verify_ct": 24, "spec_num_correct_drafts": 23}] * 2
+    info = {"internal_states": [{"avg_spec_accept_length": 1.95}]}
+    ests, problems, notes = checks.accept_length_estimates(
+        num_steps=2, decode_records=[_decode(True, running=1, accept=1.93), _decode(True, running=1, accept=1.99)],
+        metrics_delta=expo, metas=metas, info_before={}, info_after=info, flushed_before=True)
+    assert len(ests) == 4 and not problems
+    good = checks.evaluate_accept_length("p", 2, ests, problems, notes)
+    assert good.ok, good.message
+    bad = checks.evaluate_accept_length("p", 2, ests, problems, notes, claimed=0.92, num_draft_tokens=3)
+    assert bad.failed
+    assert "looks like extra tokens per cycle; canonical value 1.92" in bad.reason
+    assert "vs claimed value" in bad.reason
+    apart = checks.evaluate_accept_length("p", 2, ests, problems, notes, slack=0.0, claimed=1.5)
+    assert apart.failed and "claimed value" in apart.reason
+
+
+def test_cumulative_without_flush_is_a_note_not_a_source() -> None:
+    ests, _, notes = checks.accept_length_estimates(num_steps=2, info_before={"avg_spec_accept_length": 2.0},
+                                                    info_after={"avg_spec_accept_length": 2.1})
+    assert ests == [] and any("cumulative" in n for n in notes)
+
+
+# -- findings on the session -----------------------------------------------------------------
+
+
+def test_verdicts_are_noted_once_and_skips_not_at_all() -> None:
+    from specwatch.config import Config
+
+    session = Session(Config(), progress=lambda m: None)
+    result = checks._record(session, checks.explain_value(0.92, 2, 3, profile="eagle3"))
+    checks._record(session, result)
+    checks._record(session, checks.evaluate_environment(TUNED, _proctree()))  # unknown: skipped
+    (finding,) = session.findings_for("eagle3")
+    assert finding.check == "accept length" and finding.ok is False
+    assert finding.summary.splitlines()[0] == result.reason
+    assert session.findings_for("tuned") == []
+
+
+def test_speculative_profile_steps() -> None:
+    prof = ServerProfile("s", speculative=Speculative(num_steps=3))
+    assert checks._num_steps(prof, {}) == 3
+    assert checks._num_steps(UNTUNED, {"speculative_num_steps": 2}) == 2
+    assert checks._num_steps(UNTUNED, {}) is None
