@@ -188,6 +188,10 @@ class _Worker:
 
     # ---- loop --------------------------------------------------------------------------------
     def main(self) -> None:
+        import faulthandler
+        import signal
+
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: dump stacks of a stuck worker
         self._init_logging()
         self._init_device()
         t0 = time.perf_counter()
