@@ -13,10 +13,16 @@ from pathlib import Path
 ROOT = Path(__file__).parent
 FIXTURES = ROOT / "fixtures"
 
-try:
-    import specwatch.plugin  # noqa: F401  (installed: the entry point loads it)
-except ImportError:  # a bare checkout: make src/ importable and load the plugin by name
-    sys.path.insert(0, str(ROOT / "src"))
+
+def _entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "specwatch.plugin" for ep in entry_points(group="pytest11"))
+
+
+if not _entry_point_installed():  # a bare checkout (PYTHONPATH=src, or nothing): load the plugin by name
+    if str(ROOT / "src") not in sys.path:
+        sys.path.insert(0, str(ROOT / "src"))
     pytest_plugins = ["specwatch.plugin"]
 
 from hypothesis import HealthCheck, settings  # noqa: E402
