@@ -255,13 +255,16 @@ def relative_gate(
 ) -> GateResult:
     """Judge "a beats b by at least ``margin``" (a ≥ b·(1+margin), or a ≤ b/(1+margin) for latency).
 
+    A negative margin is a bound rather than a win: "a is at most |margin| worse than b" (for
+    example speculation on a machine where it is not expected to pay, such as the CPU smoke set).
+
     PASS: a is significantly beyond b·(1+margin) (one-sided Mann-Whitney, p < alpha).
     NO_EFFECT: a and b are not significantly different at all ("no measurable effect"; never a win).
     FAIL: a is significantly short of b·(1+margin).
     INCONCLUSIVE: a differs from b but neither of the above is significant (or n is too small).
     """
-    if margin < 0 or not 0 < alpha < 1:
-        raise UsageError(f"margin must be >= 0 and alpha in (0, 1), got {margin}, {alpha}")
+    if margin <= -1 or not 0 < alpha < 1:
+        raise UsageError(f"margin must be > -1 and alpha in (0, 1), got {margin}, {alpha}")
     na, nb = names
     xa = _check(a, na)
     xb = _check(b, nb)

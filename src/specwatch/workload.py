@@ -33,7 +33,7 @@ class Workload:
     concurrency: int = 1  # requests in flight per run (1 = single stream, as in the case study)
     runs: int = 8  # measured runs
     warmup: int = 2  # runs excluded from samples
-    max_new_tokens: int = 64
+    max_new_tokens: int = 128
     prompt_words: int = 24
     seed: int = 0
     flush_after_warmup: bool = True  # confine cumulative server counters to the measured runs

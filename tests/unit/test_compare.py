@@ -195,3 +195,12 @@ def test_gate_lower_is_better_and_tiny_n():
     g = relative_gate(fast[:3], slow[:3], higher_is_better=False)
     assert g.verdict is GateVerdict.INCONCLUSIVE
     assert "cannot reach" in g.message
+
+
+def test_negative_margin_is_a_bound_not_a_win():
+    """spec_margin = -0.2: speculation may be at most 20% slower (the CPU smoke set's bound)."""
+    base = [100.0 + i * 0.3 for i in range(8)]
+    slightly_slower = [92.0 + i * 0.3 for i in range(8)]
+    much_slower = [60.0 + i * 0.3 for i in range(8)]  # the case study's 60 against 82 is 0.73x
+    assert relative_gate(slightly_slower, base, margin=-0.2).passed
+    assert relative_gate(much_slower, base, margin=-0.2).verdict.value == "fail"
