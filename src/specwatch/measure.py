@@ -25,6 +25,7 @@ Progress = Callable[[str], None]
 #: metric -> (unit, higher_is_better)
 METRICS: dict[str, tuple[str, bool]] = {
     "output_tok_s": ("tok/s", True),
+    "decode_tok_s": ("tok/s", True),
     "ttft_ms": ("ms", False),
     "itl_ms": ("ms", False),
     "e2e_s": ("s", False),
@@ -35,7 +36,8 @@ METRICS: dict[str, tuple[str, bool]] = {
 class RunSample:
     """One measured run (``concurrency`` requests in flight)."""
 
-    output_tok_s: float
+    output_tok_s: float  # all completion tokens over the run's wall time (TTFT included)
+    decode_tok_s: float  # tokens after the first over the time after the first (what speculation changes)
     ttft_ms: float
     itl_ms: float
     e2e_s: float
@@ -95,6 +97,7 @@ async def _one_run(client: Client, prompts: list[str], wl: Workload) -> RunSampl
     itls = [x for g in gens for x in g.itl_s]
     return RunSample(
         output_tok_s=tokens / wall if wall > 0 else 0.0,
+        decode_tok_s=sum(g.decode_tok_s for g in gens),  # concurrent requests decode side by side
         ttft_ms=1000 * statistics.median(g.ttft_s for g in gens),
         itl_ms=1000 * statistics.median(itls) if itls else 0.0,
         e2e_s=max(g.e2e_s for g in gens),

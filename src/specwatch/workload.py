@@ -32,7 +32,7 @@ class Workload:
     name: str
     concurrency: int = 1  # requests in flight per run (1 = single stream, as in the case study)
     runs: int = 8  # measured runs
-    warmup: int = 2  # runs excluded from samples
+    warmup: int = 3  # runs excluded from samples (new prompt shapes, allocator growth)
     max_new_tokens: int = 128
     prompt_words: int = 24
     seed: int = 0
