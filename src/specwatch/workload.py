@@ -37,6 +37,10 @@ class Workload:
     prompt_words: int = 24
     seed: int = 0
     flush_after_warmup: bool = True  # confine cumulative server counters to the measured runs
+    # Every run sends the same prompt(s), so runs are true repeats: with a draft model the accept
+    # length, and so tok/s, depends on the prompt, and mixing prompts across runs adds that spread
+    # to the run-to-run noise that every verdict has to see through.
+    same_prompts_each_run: bool = True
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "runs", "max_new_tokens", "prompt_words"):
@@ -47,6 +51,8 @@ class Workload:
 
     def prompts(self) -> list[str]:
         """One prompt per request of every run, warmup included."""
+        if self.same_prompts_each_run:
+            return prompt_set(self.seed, self.concurrency, self.prompt_words) * (self.warmup + self.runs)
         return prompt_set(self.seed, (self.warmup + self.runs) * self.concurrency, self.prompt_words)
 
     def with_overrides(self, runs: int | None = None, warmup: int | None = None) -> Workload:

@@ -109,6 +109,7 @@ class Engine:
         if cfg.dtype not in _DTYPES:
             raise ValueError(f"unsupported dtype {cfg.dtype!r}; use one of {sorted(_DTYPES)}")
         self.cfg = cfg
+        self._last_step_end = 0.0  # for fault_slowdown_pct: the serving time between steps
         self.preset = get_preset(cfg.preset)
         self.spec = cfg.spec_algorithm is not None
         if self.spec and cfg.num_steps < 1:
@@ -265,8 +266,13 @@ class Engine:
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - t0
         if self.cfg.fault_slowdown_pct > 0:
-            _spin(elapsed * self.cfg.fault_slowdown_pct / 100.0)
+            # Scale with the whole step period (this step plus the serving work since the last one),
+            # so PCT% slows the server's token rate by about PCT%, not just the forward pass.
+            since_last = t0 - self._last_step_end if self._last_step_end else 0.0
+            period = elapsed + (since_last if since_last < 0.05 else 0.0)
+            _spin(period * self.cfg.fault_slowdown_pct / 100.0)
         out.forward_s = time.perf_counter() - t0
+        self._last_step_end = time.perf_counter()
         used = sum(r.kv_len for r in self.running)
         out.num_used_tokens, out.token_usage = used, used / self.max_total_tokens
         return out
