@@ -81,6 +81,28 @@ def persist(session: Session) -> list[Path]:
         from specwatch.baseline import BaselineStore
 
         written += BaselineStore(cfg.path(cfg.baseline_dir)).record_all(rs, machine_class=session.machine_class())
+        for warning in baseline_quality(rs):
+            session.progress(warning)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         report.append_step_summary(report.markdown_summary(rows))
     return written
+
+
+def baseline_quality(rs: ResultSet, noisy_cv: float = 0.05, outlier_mads: float = 4.0) -> list[str]:
+    """Warnings for throughput samples about to become a baseline that would blunt every later verdict:
+    a high run-to-run spread, or runs far from the rest (a transient on the machine while recording)."""
+    from specwatch import stats
+
+    out = []
+    for r in rs.results:
+        if not r.metric.endswith("tok_s") or len(r.samples) < 3:
+            continue
+        med = stats.median(r.samples)
+        mad = stats.median([abs(x - med) for x in r.samples]) * 1.4826
+        outliers = [i for i, x in enumerate(r.samples) if mad > 0 and abs(x - med) > outlier_mads * mad]
+        cv = stats.cv(r.samples)
+        if cv > noisy_cv or outliers:
+            why = f"cv {cv:.1%}" + (f", runs {outliers} are outliers" if outliers else "")
+            out.append(f"baseline {r.key} is noisy ({why}): later drift verdicts can only see changes above "
+                       f"that; re-record on a quiet machine or with more runs (--specwatch-runs 20)")
+    return out

@@ -1,0 +1,36 @@
+"""Baseline quality warnings: the GPU baseline with a transient in runs 5-6 is flagged at record time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specwatch.result import Result, ResultSet
+from specwatch.summary import baseline_quality
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rs(samples: list[float]) -> ResultSet:
+    rs = ResultSet()
+    rs.add(Result.make("eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=samples))
+    return rs
+
+
+def test_recorded_h200_baseline_with_a_transient_is_flagged() -> None:
+    doc = json.loads((ROOT / "baselines" / "h200x1" / "eagle3-tuned.json").read_text())
+    samples = doc["metrics"]["single-stream/decode_tok_s"]["samples"]
+    warnings = baseline_quality(_rs(samples))
+    assert len(warnings) == 1
+    assert "runs [4, 5] are outliers" in warnings[0] and "--specwatch-runs 20" in warnings[0]
+
+
+def test_quiet_baseline_is_not_flagged() -> None:
+    assert baseline_quality(_rs([1000.0, 1004.0, 998.0, 1001.0, 1003.0, 999.0, 1002.0, 1000.5])) == []
+
+
+def test_latency_metrics_are_not_judged_as_throughput() -> None:
+    rs = ResultSet()
+    rs.add(Result.make("p", "w", "ttft_ms", unit="ms", higher_is_better=False, samples=[5.0, 50.0, 5.0, 5.0]))
+    assert baseline_quality(rs) == []
