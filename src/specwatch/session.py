@@ -166,7 +166,8 @@ class Session:
                                  cwd=self.config.rootdir)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return out.stdout.strip() or None
+        sha = out.stdout.strip()
+        return sha if out.returncode == 0 and len(sha) == 40 else None
 
     def reference_samples(self, profile: str, workload: str, metric: str) -> tuple[list[float], str] | str:
         """Samples to compare against (``--specwatch-reference`` file, else the stored baseline) and
