@@ -21,6 +21,7 @@ import torch
 from specwatch.refserver.graph import GraphRunner
 from specwatch.refserver.model import RefModel
 from specwatch.refserver.preset import get_preset
+from specwatch.refserver.step import StepOutput
 from specwatch.refserver.tokenizer import EOS_ID
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -72,22 +73,6 @@ class CaptureInfo:
     mem_gb: float
 
 
-@dataclass
-class StepOutput:
-    """What one step did (see the contract for each field)."""
-
-    mode: str
-    bs: int
-    new_tokens: dict[str, list[int]]
-    finished: dict[str, dict]
-    accept_lens: dict[str, int]
-    can_run_cuda_graph: bool
-    new_seq: int = 0
-    new_token: int = 0
-    cached_token: int = 0
-    num_used_tokens: int = 0
-    token_usage: float = 0.0
-    forward_s: float = 0.0
 
 
 @dataclass

@@ -16,38 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specwatch.refserver import logfmt
+from specwatch.refserver.step import StepOutput
 
 logger = logging.getLogger("specwatch.refserver.scheduler")
-
-
-@dataclass
-class StepView:
-    """The parts of an engine StepOutput that cross the process boundary (plain, picklable)."""
-
-    mode: str
-    bs: int
-    new_tokens: dict[str, list[int]]
-    finished: dict[str, dict]
-    accept_lens: dict[str, int]
-    can_run_cuda_graph: bool
-    new_seq: int = 0
-    new_token: int = 0
-    cached_token: int = 0
-    num_used_tokens: int = 0
-    token_usage: float = 0.0
-    forward_s: float = 0.0
-
-    @classmethod
-    def from_output(cls, out: Any) -> StepView:
-        """Copy a StepOutput (any object with the contract's attributes)."""
-        return cls(
-            mode=out.mode, bs=int(out.bs), new_tokens={k: list(v) for k, v in out.new_tokens.items()},
-            finished=dict(out.finished), accept_lens=dict(getattr(out, "accept_lens", {}) or {}),
-            can_run_cuda_graph=bool(out.can_run_cuda_graph), new_seq=int(getattr(out, "new_seq", 0)),
-            new_token=int(getattr(out, "new_token", 0)), cached_token=int(getattr(out, "cached_token", 0)),
-            num_used_tokens=int(getattr(out, "num_used_tokens", 0)),
-            token_usage=float(getattr(out, "token_usage", 0.0)), forward_s=float(getattr(out, "forward_s", 0.0)),
-        )
 
 
 @dataclass
@@ -105,14 +76,14 @@ class StepReporter:
             return None
         return self.total_accept / self.total_forward
 
-    def on_step(self, view: StepView, occ: Occupancy) -> dict[str, Any] | None:
+    def on_step(self, view: StepOutput, occ: Occupancy) -> dict[str, Any] | None:
         """Account one batch; returns the gauge update when a Decode line fired."""
         if view.mode == "prefill":
             self._on_prefill(view, occ)
             return None
         return self._on_decode(view, occ)
 
-    def _on_prefill(self, view: StepView, occ: Occupancy) -> None:
+    def _on_prefill(self, view: StepOutput, occ: Occupancy) -> None:
         now = time.perf_counter()
         tput = view.new_token / max(now - self.last_prefill_tic, 1e-9)
         self.last_prefill_tic = now
@@ -123,7 +94,7 @@ class StepReporter:
                 queue=max(0, occ.queued - len(view.new_tokens)), graph_label=self.graph_label,
                 graph=view.can_run_cuda_graph, input_throughput=tput))
 
-    def _on_decode(self, view: StepView, occ: Occupancy) -> dict[str, Any] | None:
+    def _on_decode(self, view: StepOutput, occ: Occupancy) -> dict[str, Any] | None:
         self.forward_ct_decode += 1
         if self.speculative and view.accept_lens:
             accepted = sum(view.accept_lens.values())

@@ -251,7 +251,7 @@ class _Worker:
 
     def _loop(self, engine: Any) -> None:
         from specwatch.refserver.engine import RequestSpec
-        from specwatch.refserver.reporter import Occupancy, StepReporter, StepView
+        from specwatch.refserver.reporter import Occupancy, StepReporter
 
         c = self.cfg
         reporter = StepReporter(speculative=bool(c.spec_algorithm), num_draft_tokens=c.num_draft_tokens,
@@ -293,10 +293,9 @@ class _Worker:
                 if out is not None:
                     self._track(out.mode, list(out.new_tokens), list(out.finished), occ)
                 continue
-            view = StepView.from_output(out)
-            gauges = reporter.on_step(view, occ)
-            self._track(view.mode, list(view.new_tokens), list(view.finished), occ)
-            self.out_q.put(("step", view, gauges))
+            gauges = reporter.on_step(out, occ)
+            self._track(out.mode, list(out.new_tokens), list(out.finished), occ)
+            self.out_q.put(("step", out, gauges))
 
     @staticmethod
     def _track(mode: str, rids: list[str], finished: list[str], occ: Any) -> None:
