@@ -39,3 +39,12 @@ class RegressionError(SpecwatchError):
     """A performance or correctness gate failed."""
 
     exit_code = EXIT_REGRESSION
+
+
+class ServerUnavailable(SpecwatchError):
+    """A test needs a server this run cannot provide (e.g. a second server under ``--server-url``).
+
+    The plugin reports such a test as skipped with this message, not as failed.
+    """
+
+    exit_code = EXIT_USAGE

@@ -103,6 +103,13 @@ class Session:
         """A running server for a role or profile name, booting it if needed."""
         prof = self.profile_for(role_or_name)
         if self.config.server_url:
+            stands_for = self.profiles.for_role("spec") or next(iter(self.profiles.servers.values()))
+            if prof.name != stands_for.name:
+                from specwatch.errors import ServerUnavailable
+
+                raise ServerUnavailable(
+                    f"--server-url: the running server stands for {stands_for.name}; {prof.name} is not running "
+                    "(boot it from a profile instead, or point --server-url at it in a separate run)")
             if prof.name not in self._external:
                 self._external[prof.name] = RunningServer(profile=prof, url=self.config.server_url,
                                                           shared_host=self.worker_count > 1)
@@ -240,9 +247,17 @@ class Session:
         return [item for _, item in sorted(enumerate(items), key=key)]
 
     def failed(self, item: Any, excinfo: Any, report: Any) -> None:
-        """A test failed: attach its servers' log tails and count it as infrastructure or verdict."""
-        from specwatch.errors import InfraError
+        """A test failed: attach its servers' log tails and count it as infrastructure or verdict.
 
+        A test that needed a server the run cannot provide is turned into a skip with the reason.
+        """
+        from specwatch.errors import InfraError, ServerUnavailable
+
+        if excinfo is not None and excinfo.errisinstance(ServerUnavailable):
+            path, line, _ = item.location
+            report.outcome = "skipped"
+            report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {excinfo.value}")
+            return
         report.sections.extend(self.log_sections(item))
         if excinfo is not None and excinfo.errisinstance(InfraError):
             self.infra_failures += 1

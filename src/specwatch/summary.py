@@ -10,6 +10,9 @@ from specwatch import report
 from specwatch.measure import METRICS
 from specwatch.result import Result, ResultSet
 
+#: The client's own share of a measured run above which its numbers are not the server's.
+CLIENT_OVERHEAD_LIMIT = 0.01
+
 if TYPE_CHECKING:
     from specwatch.session import Session
 
@@ -50,6 +53,10 @@ def summary_lines(session: Session) -> list[str]:
     for f in session.findings:
         if not f.ok:
             lines.append(f"[{f.check}] {f.profile}: {f.summary.splitlines()[0]}")
+    for (profile, workload), m in sorted(session.measurements.items()):
+        if m.client_overhead > CLIENT_OVERHEAD_LIMIT:
+            lines.append(f"warning: the client's own parsing took {m.client_overhead:.1%} of a run of {profile} "
+                         f"{workload} (limit {CLIENT_OVERHEAD_LIMIT:.0%}): its numbers include client time")
     shared = [k for k, m in session.measurements.items() if m.shared_host]
     if shared:
         lines.append(f"note: {len(shared)} measurement(s) ran while other xdist workers shared this host")
