@@ -1,0 +1,80 @@
+"""Bisection end to end on the real reference server: one commit of a "server repo" makes it slower.
+
+The repository under bisection holds the server's launch profile, and one commit adds the reference
+server's `--ref-fault-slowdown` switch to it, as a patch that slows the engine would. Every bisect step
+boots the server of that revision through the perf suite and compares it with the good revision,
+measured first in the same session. (Skipping a revision that cannot build or boot is covered in
+tests/unit/test_bisect.py.)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specwatch.bisect import bisect_commits
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = """version = 1
+[defaults]
+engine = "reference"
+model = "ref-tiny"
+device = "cpu"
+tolerance = 0.3
+[[server]]
+name = "eagle3"
+speculative = {{ algorithm = "EAGLE3", num_steps = 2 }}
+extra_args = {extra}
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def server_repo(tmp_path: Path) -> tuple[Path, list[str]]:
+    repo = tmp_path / "server"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "ci@example.invalid")
+    _git(repo, "config", "user.name", "ci")
+    history = [
+        ("base server", "[]"),
+        ("scheduler: tidy logging", "[]"),
+        ("engine: extra synchronisation per step", '["--ref-fault-slowdown", "400"]'),
+        ("broken: typo in the launch flags", '["--ref-fault-slowdown", "400", "--no-such-flag"]'),
+        ("draft config tweak", '["--ref-fault-slowdown", "400"]'),
+    ]
+    shas = []
+    for message, extra in history:
+        (repo / "profile.toml").write_text(PROFILE.format(extra=extra))
+        with open(repo / "CHANGES", "a") as fh:
+            fh.write(message + "\n")
+        _git(repo, "add", "profile.toml", "CHANGES")
+        _git(repo, "commit", "-q", "-m", message)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return repo, shas
+
+
+def test_bisect_finds_the_commit_that_slowed_the_server(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    repo, shas = server_repo
+    out = io.StringIO()
+    env_before = dict(os.environ)
+    outcome = bisect_commits(
+        repo=repo, good=shas[0], bad=shas[-1], workdir=ROOT, memo=tmp_path / "memo", out=out, timeout_s=300,
+        pytest_args=["-m", "perf", str(ROOT / "tests" / "perf" / "test_throughput.py"), "-k", "drift and output",
+                     "-p", "no:cacheprovider", f"--specwatch-profiles={repo / 'profile.toml'}",
+                     f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'h.sqlite'}",
+                     "--specwatch-runs=6", "--specwatch-warmup=1"],
+    )
+    text = out.getvalue()
+    assert outcome.first_bad == shas[2], text
+    assert outcome.last_good == shas[1], text
+    assert _git(repo, "rev-parse", "HEAD") == shas[-1] and _git(repo, "status", "--porcelain") == ""
+    assert dict(os.environ) == env_before
+    assert "engine: extra synchronisation per step" in text
