@@ -117,8 +117,7 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
     if not spec_p or not base_p:
         return Outcome("skip", "the profile set has no spec and baseline servers to compare")
-    base = session.measure(base_p.name, workload)
-    spec = session.measure(spec_p.name, workload)
+    base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
     margin = session.profiles.gates.spec_margin
     a, b = spec.samples(DECODE_METRIC), base.samples(DECODE_METRIC)
     gate = compare.relative_gate(a, b, margin=margin, alpha=session.config.alpha, names=(spec_p.name, base_p.name))
@@ -141,8 +140,7 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outco
     t_p, u_p = session.profiles.for_role("tuned"), session.profiles.for_role("untuned")
     if not t_p or not u_p:
         return Outcome("skip", "the profile set has no tuned and untuned servers to compare")
-    untuned = session.measure(u_p.name, workload)
-    tuned = session.measure(t_p.name, workload)
+    untuned, tuned = session.measure_pair(u_p.name, t_p.name, workload)
     gates = session.profiles.gates
     worse = compare.compare(tuned.samples(METRIC), untuned.samples(METRIC), tolerance=gates.tuned_tolerance,
                             alpha=session.config.alpha)

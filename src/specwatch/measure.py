@@ -150,3 +150,18 @@ async def measure_async(server: RunningServer, wl: Workload, progress: Progress 
 def measure(server: RunningServer, wl: Workload, progress: Progress | None = None) -> Measurement:
     """Synchronous :func:`measure_async`."""
     return asyncio.run(measure_async(server, wl, progress))
+
+
+def merge(first: Measurement, later: Measurement) -> Measurement:
+    """Pool the runs of two measurements of the same server and workload (alternating boots).
+
+    Counters, server info and log records stay those of ``first``; the checks read those, the
+    gates read the pooled runs.
+    """
+    from dataclasses import replace
+
+    if (first.profile, first.workload.name) != (later.profile, later.workload.name):
+        raise ValueError(f"cannot merge {first.profile}/{first.workload.name} "
+                         f"with {later.profile}/{later.workload.name}")
+    return replace(first, runs=first.runs + later.runs, wall_s=first.wall_s + later.wall_s,
+                   workload=replace(first.workload, runs=len(first.runs) + len(later.runs)))

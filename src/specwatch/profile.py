@@ -142,6 +142,10 @@ class Gates:
     spec_margin: float = 0.0  # speculative >= baseline * (1 + margin)
     tuned_tolerance: float = 0.02  # tuned >= untuned * (1 - tolerance)
     expect_tuning_effect: bool = False  # on NVLink graphed all-reduce, tuning changes ~nothing
+    # Boot the two servers of a relative gate in alternation (A B A B ...) this many rounds, each
+    # round a fresh boot: drift of the machine and boot-to-boot differences then hit both sides
+    # alike instead of deciding the verdict (docs/validation/README.md, section 3). 1: one boot each.
+    alternate_rounds: int = 1
 
 
 @dataclass(frozen=True)
@@ -279,9 +283,12 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
             raise UsageError(f"{source}: fixtures.{role}: no server named {name!r}")
         roles[role] = name
     gates_raw = dict(data.get("gates") or {})
-    unknown = set(gates_raw) - {"spec_margin", "tuned_tolerance", "expect_tuning_effect"}
+    unknown = set(gates_raw) - {"spec_margin", "tuned_tolerance", "expect_tuning_effect", "alternate_rounds"}
     if unknown:
         raise UsageError(f"{source}: gates: unknown key(s) {', '.join(sorted(unknown))}")
+    rounds = gates_raw.get("alternate_rounds", 1)
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise UsageError(f"{source}: gates.alternate_rounds: must be an integer ≥ 1, got {rounds!r}")
     return ProfileSet(servers=servers, roles=roles, gates=Gates(**gates_raw), source=source)
 
 

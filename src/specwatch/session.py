@@ -45,6 +45,7 @@ class Session:
     worker_count: int = 1
     findings: list[Finding] = field(default_factory=list)
     measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
+    measurements_alternating: dict[tuple[str, ...], Any] = field(default_factory=dict)
     verdict_rows: list[Any] = field(default_factory=list)
     #: greedy outputs per (profile name, prompts, max_new_tokens), memoised by checks.greedy_outputs
     greedy_outputs: dict[tuple[str, tuple[str, ...], int], list[list[int]]] = field(default_factory=dict)
@@ -145,6 +146,36 @@ class Session:
         if key not in self.measurements:
             self.measurements[key] = measure(self.server(prof.name), self.workload(workload), self.progress)
         return self.measurements[key]
+
+    def measure_pair(self, first: str, second: str, workload: str = "single-stream") -> tuple[Any, Any]:
+        """Measurements of two servers for a relative gate (memoised per pair).
+
+        With ``gates.alternate_rounds`` = 1 these are the ordinary memoised measurements. With more
+        rounds the two servers are booted in alternation, each round a fresh boot with its share of
+        the runs, and the rounds' runs are pooled, so machine drift and boot-to-boot differences
+        fall on both sides instead of between them.
+        """
+        rounds = self.profiles.gates.alternate_rounds
+        a, b = self.profile_for(first).name, self.profile_for(second).name
+        if rounds <= 1 or self.config.server_url:
+            return self.measure(a, workload), self.measure(b, workload)
+        key = ("alternating", a, b, workload)
+        if key not in self.measurements_alternating:
+            from dataclasses import replace
+
+            from specwatch.measure import measure, merge
+
+            wl = self.workload(workload)
+            share = replace(wl, runs=max(1, -(-wl.runs // rounds)))
+            merged: dict[str, Any] = {}
+            for r in range(rounds):
+                for name in (a, b):
+                    self.progress(f"alternating {a} / {b}: round {r + 1}/{rounds}, {name}")
+                    self.pool.stop(name)  # a fresh boot every round
+                    m = measure(self.server(name), share, self.progress)
+                    merged[name] = merge(merged[name], m) if name in merged else m
+            self.measurements_alternating[key] = (merged[a], merged[b])
+        return self.measurements_alternating[key]
 
     # -- what measurements are compared against --------------------------------------------
 

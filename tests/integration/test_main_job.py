@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,39 @@ def test_a_server_that_cannot_boot_is_an_infrastructure_error(tmp_path: Path) ->
     out = _run(tmp_path, extra='["--model-path", "no-such-preset"]')
     assert out.returncode == 3, out.stdout[-3000:]
     assert "during boot" in out.stdout and "no-such-preset" in out.stdout
+
+
+ALTERNATING = """
+version = 1
+[defaults]
+engine = "reference"
+model = "ref-tiny"
+device = "cpu"
+speculative = { algorithm = "EAGLE3", num_steps = 2 }
+[[server]]
+name = "eagle3-untuned"
+env = "untuned"
+[[server]]
+name = "eagle3-tuned"
+env = "tuned"
+[gates]
+tuned_tolerance = 0.35
+alternate_rounds = 2
+"""
+
+
+def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> None:
+    profile = tmp_path / "alt.toml"
+    profile.write_text(ALTERNATING)
+    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py"), "-k", "tuned",
+           "-p", "no:cacheprovider", "-q", "--rootdir", str(ROOT), f"--specwatch-profiles={profile}",
+           f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'h.sqlite'}",
+           "--specwatch-runs=6", "--specwatch-warmup=1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    boots = [line for line in out.stdout.splitlines() if "[specwatch] booting" in line]
+    assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"] * 2
+    assert "round 2/2" in out.stdout
+    # the summary row counts the pooled runs: 2 rounds x 3 runs per side
+    assert re.search(r"eagle3-tuned vs eagle3-untuned \(single-stream\)\s+6\s", out.stdout), out.stdout[-2000:]

@@ -111,3 +111,10 @@ def test_shipped_example_profiles_load_and_use_only_sglang_0_5_23_flags() -> Non
             if prof.engine == "sglang":
                 unknown = [f for f in _flags(prof.command("0.0.0.0", 30000)) if f not in SGLANG_FLAGS]
                 assert not unknown, f"{path.name}:{prof.name}: {unknown}"
+
+
+@pytest.mark.parametrize("rounds", [0, -1, "3", True])
+def test_alternate_rounds_must_be_a_positive_integer(rounds: object) -> None:
+    with pytest.raises(UsageError, match=r"gates\.alternate_rounds"):
+        parse_profiles({"server": [{"name": "a"}], "gates": {"alternate_rounds": rounds}}, "p.toml")
+    assert parse_profiles({"server": [{"name": "a"}], "gates": {"alternate_rounds": 3}}).gates.alternate_rounds == 3

@@ -1,0 +1,36 @@
+"""Pooling the runs of alternating boots, and the per-run metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from specwatch.measure import Measurement, RunSample, merge
+from specwatch.workload import Workload
+
+
+def _m(profile: str, tok_s: list[float]) -> Measurement:
+    runs = [RunSample(output_tok_s=x, decode_tok_s=x * 1.1, ttft_ms=9.0, itl_ms=1.0, e2e_s=0.2,
+                      completion_tokens=128, client_overhead=0.001) for x in tok_s]
+    return Measurement(profile=profile, workload=Workload("single-stream", runs=len(runs)), runs=runs,
+                       metrics_delta=None, metrics_after=None, server_info_before={}, server_info_after={"a": 1},
+                       log_records=[], wall_s=1.0)
+
+
+def test_merge_pools_runs_in_order_and_keeps_the_first_rounds_counters() -> None:
+    merged = merge(_m("x", [1.0, 2.0]), _m("x", [3.0]))
+    assert merged.samples("output_tok_s") == [1.0, 2.0, 3.0]
+    assert merged.samples("decode_tok_s") == pytest.approx([1.1, 2.2, 3.3])
+    assert merged.workload.runs == 3 and merged.wall_s == 2.0 and merged.server_info_after == {"a": 1}
+
+
+def test_merge_refuses_different_servers() -> None:
+    with pytest.raises(ValueError, match="cannot merge x/single-stream with y/single-stream"):
+        merge(_m("x", [1.0]), _m("y", [1.0]))
+
+
+def test_same_prompt_every_run_by_default() -> None:
+    wl = Workload("w", runs=3, warmup=1)
+    prompts = wl.prompts()
+    assert len(prompts) == 4 and len(set(prompts)) == 1
+    varied = Workload("w", runs=3, warmup=1, same_prompts_each_run=False).prompts()
+    assert len(set(varied)) == 4
