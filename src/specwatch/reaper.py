@@ -9,6 +9,7 @@ Usage: ``python -m specwatch.reaper WATCHED_PID SERVER_PID [SERVER_PID ...]``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -22,14 +23,10 @@ GRACE_S = 3.0
 
 def _kill(pids: set[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            os.killpg(pid, sig)  # servers lead their own process group
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
+        with contextlib.suppress(OSError):  # servers lead their own process group
+            os.killpg(pid, sig)
 
 
 def _alive(pid: int) -> bool:

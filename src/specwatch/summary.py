@@ -70,11 +70,13 @@ def persist(session: Session) -> list[Path]:
     written: list[Path] = []
     report_dir = cfg.path(cfg.report_dir)
     assert report_dir is not None
-    written.append(rs.save(report_dir / "results-latest.json"))
+    # under pytest-xdist every worker measures its own servers: one file each, never overwritten
+    suffix = f"-{session.worker_id}" if session.worker_id else ""
+    written.append(rs.save(report_dir / f"results-latest{suffix}.json"))
     if cfg.results:
         written.append(rs.save(cfg.path(cfg.results)))
     rows = rows_of(session)
-    written.append(report.write_benchmark_json(report_dir / "benchmark.json", rows,
+    written.append(report.write_benchmark_json(report_dir / f"benchmark{suffix}.json", rows,
                                                machine_info=rs.machine, commit_info={"id": rs.commit}))
     if cfg.history:
         from specwatch.history import History

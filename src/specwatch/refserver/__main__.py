@@ -11,6 +11,7 @@ run, and they must retitle themselves as early as possible.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -104,10 +105,8 @@ class Launcher:
 
     def stop_workers(self) -> None:
         """Ask the workers to leave, join them, then kill what is left (frees the GPUs)."""
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.cmd_q.put(("shutdown",))
-        except (OSError, ValueError):
-            pass
         import time
 
         deadline = time.monotonic() + JOIN_TIMEOUT_S

@@ -4,6 +4,7 @@ rank 0, and a reader thread that turns worker outputs into request updates and m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -182,7 +183,5 @@ class Dispatcher:
 
     def shutdown_workers(self) -> None:
         """Tell rank 0 (and through it every rank) to leave its loop."""
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.cmd_q.put(("shutdown",))
-        except (OSError, ValueError):
-            pass
