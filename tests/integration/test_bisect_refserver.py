@@ -24,7 +24,7 @@ PROFILE = """version = 1
 engine = "reference"
 model = "ref-tiny"
 device = "cpu"
-tolerance = 0.3
+tolerance = 0.6
 [[server]]
 name = "eagle3"
 speculative = {{ algorithm = "EAGLE3", num_steps = 2 }}
