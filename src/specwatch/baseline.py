@@ -2,8 +2,12 @@
 
 One file per machine class and profile holds, per ``<workload>/<metric>``, the raw samples, unit,
 direction and a summary (median, bootstrap CI, CV, n), plus the machine fingerprint, the commit of
-the server under test and the date. Baselines change only through ``record`` (called by
-``--update-baselines`` or ``specwatch baseline update``), so a reviewer sees the diff.
+the server under test and the date. A baseline may keep the samples of its last few recording
+sessions (``sessions``, version 2): a machine drifts between sessions by about as much as the
+regressions worth catching (docs/validation/README.md), and a baseline that spans sessions carries
+that drift in its spread instead of hiding it. ``samples`` is then the pool of the kept sessions.
+Baselines change only through ``record`` (called by ``--update-baselines`` or ``specwatch baseline
+update``), so a reviewer sees the diff.
 """
 
 from __future__ import annotations
@@ -28,8 +32,19 @@ from specwatch.result import (
     utc_now,
 )
 
-BASELINE_VERSION = 1
-BASELINE_MIGRATIONS: dict[int, Migration] = {}
+BASELINE_VERSION = 2
+
+
+def _v1_to_v2(data: dict) -> dict:
+    """Version 1 had one session per baseline: it becomes the only entry of ``sessions``."""
+    for m in (data.get("metrics") or {}).values():
+        if isinstance(m, dict):
+            m.setdefault("sessions", [{"recorded": data.get("recorded"), "commit": data.get("commit"),
+                                       "samples": list(m.get("samples") or [])}])
+    return data
+
+
+BASELINE_MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 RECORD_HOW = "`pytest -m perf --update-baselines` or `specwatch baseline update RESULTS.json`"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # Fingerprint fields that never make two machines different for a baseline's purpose.
@@ -47,6 +62,7 @@ class BaselineMetric:
     samples: list[float]
     summary: stats.Summary
     extra: dict[str, Any] = field(default_factory=dict)
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # oldest first: recorded, commit, samples
 
     @property
     def name(self) -> str:
@@ -58,16 +74,20 @@ class BaselineMetric:
         return {
             "workload": self.workload, "metric": self.metric, "unit": self.unit,
             "higher_is_better": self.higher_is_better, "samples": list(self.samples),
-            "summary": self.summary.to_dict(), "extra": dict(self.extra),
+            "summary": self.summary.to_dict(), "extra": dict(self.extra), "sessions": list(self.sessions),
         }  # fmt: skip
 
     @classmethod
-    def from_result(cls, r: Result) -> BaselineMetric:
-        """From one result (summary computed with a fixed seed)."""
+    def from_result(cls, r: Result, *, recorded: str = "", commit: str | None = None,
+                    earlier: list[dict[str, Any]] | None = None, keep_sessions: int = 1) -> BaselineMetric:
+        """From one result, after the kept ``earlier`` sessions (summary computed with a fixed seed)."""
         if not r.samples:
             raise UsageError(f"{r.key}: no samples to record as a baseline")
-        return cls(r.workload, r.metric, r.unit, r.higher_is_better, list(r.samples),
-                   stats.summarize(r.samples), dict(r.extra))  # fmt: skip
+        session = {"recorded": recorded, "commit": commit, "samples": list(r.samples)}
+        sessions = [*(earlier or []), session][-max(1, keep_sessions):]
+        pooled = [float(x) for sess in sessions for x in sess["samples"]]
+        return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
+                   stats.summarize(pooled), dict(r.extra), sessions)  # fmt: skip
 
 
 @dataclass
@@ -137,10 +157,13 @@ class Baseline:
                 raise UsageError(f"{where}: metric {name!r} must be an object")
             r = Result.from_dict({**m, "key": name, "profile": str(data.get("profile", ""))})
             summary = m.get("summary")
+            sessions = m.get("sessions")
+            if not isinstance(sessions, list) or not all(isinstance(x, dict) for x in sessions):
+                raise UsageError(f"{where}: metric {name!r}: field 'sessions' must be a list of objects")
             metrics[name] = BaselineMetric(
                 r.workload, r.metric, r.unit, r.higher_is_better, r.samples,
                 stats.Summary.from_dict(summary) if isinstance(summary, dict) else stats.summarize(r.samples),
-                r.extra,
+                r.extra, sessions,
             )  # fmt: skip
         for name in ("machine_class", "profile"):
             if not isinstance(data.get(name), str):
@@ -212,15 +235,24 @@ class BaselineStore:
         results: ResultSet | Iterable[Result],
         *,
         recorded: str | None = None,
+        keep_sessions: int = 1,
     ) -> Path:
-        """Write (replace) the baseline of one profile from its results, atomically."""
+        """Write the baseline of one profile from its results, atomically.
+
+        ``keep_sessions`` > 1 keeps the samples of up to that many recording sessions (this one
+        included, the oldest dropped first); 1 replaces the baseline.
+        """
         items = results.results if isinstance(results, ResultSet) else list(results)
         mine = [r for r in items if r.profile == profile]
         if not mine:
             raise UsageError(f"no results for profile {profile!r} to record as a baseline")
+        recorded = recorded or utc_now()
+        old = self.load(machine_class, profile) if keep_sessions > 1 else None
         metrics: dict[str, BaselineMetric] = {}
         for r in mine:
-            m = BaselineMetric.from_result(r)
+            before = old.get(r.workload, r.metric) if old else None
+            m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
+                                           earlier=before.sessions if before else None)
             if m.name in metrics:
                 raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
             metrics[m.name] = m
@@ -229,17 +261,19 @@ class BaselineStore:
             profile=_check_name(profile, "profile"),
             machine={**dict(fingerprint), "machine_class": machine_class},
             commit=commit,
-            recorded=recorded or utc_now(),
+            recorded=recorded,
             metrics=metrics,
         )
         return atomic_write_json(self.path_for(machine_class, profile), base.to_dict())
 
-    def record_all(self, results: ResultSet, *, machine_class: str | None = None) -> list[Path]:
+    def record_all(self, results: ResultSet, *, machine_class: str | None = None,
+                   keep_sessions: int = 1) -> list[Path]:
         """Record one baseline per profile of a results file (its machine and commit)."""
         mc = machine_class or results.machine_class
         if not mc:
             raise UsageError("the results file has no machine.machine_class; pass the machine class")
         return [
-            self.record(mc, prof, results.machine, results.commit, results.for_profile(prof))
+            self.record(mc, prof, results.machine, results.commit, results.for_profile(prof),
+                        keep_sessions=keep_sessions)
             for prof in results.profiles()
         ]

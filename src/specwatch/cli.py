@@ -71,7 +71,8 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     from specwatch.result import ResultSet
 
     rs = ResultSet.load(args.results)
-    for path in BaselineStore(args.baseline_dir).record_all(rs, machine_class=args.machine_class):
+    store = BaselineStore(args.baseline_dir)
+    for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions):
         print(f"wrote {path}")
     return EXIT_OK
 
@@ -88,6 +89,7 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
         for name, m in sorted(base.metrics.items()):
             print(f"{mc}/{profile} {name}: median {m.summary.median:.4g} {m.unit} "
                   f"[{m.summary.ci_low:.4g}, {m.summary.ci_high:.4g}] n={m.summary.n} cv={m.summary.cv:.1%} "
+                  f"sessions={len(m.sessions)} "
                   f"(recorded {base.recorded}, commit {base.commit or '-'})")
     return EXIT_OK
 
@@ -181,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results")
     p.add_argument("--baseline-dir", default="baselines")
     p.add_argument("--machine-class", default=None)
+    p.add_argument("--keep-sessions", type=int, default=1,
+                   help="keep the samples of this many recording sessions, this one included (default 1: replace)")
     p.set_defaults(func=_cmd_baseline_update)
     p = base.add_parser("show", help="list stored baselines")
     p.add_argument("--baseline-dir", default="baselines")

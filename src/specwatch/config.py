@@ -99,6 +99,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline_dir", "directory of stored baselines", str, "baselines"),
     Option("update_baselines", "write baselines from this run's measurements", _bool, False, True,
            "--update-baselines"),
+    Option("baseline_sessions", "with --update-baselines: keep the samples of this many recording sessions "
+           "(1 replaces the baseline)", _positive_int, 1),
     Option("results", "write this run's results file (JSON) here"),
     Option("reference", "compare against this results file instead of stored baselines"),
     Option("history", "SQLite history file to append results to", str, ".specwatch/history.sqlite"),
@@ -126,6 +128,7 @@ class Config:
     alpha: float = 0.01
     baseline_dir: str = "baselines"
     update_baselines: bool = False
+    baseline_sessions: int = 1
     results: str | None = None
     reference: str | None = None
     history: str = ".specwatch/history.sqlite"

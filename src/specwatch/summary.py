@@ -89,7 +89,8 @@ def persist(session: Session) -> list[Path]:
     if cfg.update_baselines:
         from specwatch.baseline import BaselineStore
 
-        written += BaselineStore(cfg.path(cfg.baseline_dir)).record_all(rs, machine_class=session.machine_class())
+        written += BaselineStore(cfg.path(cfg.baseline_dir)).record_all(
+            rs, machine_class=session.machine_class(), keep_sessions=cfg.baseline_sessions)
         for warning in baseline_quality(rs):
             session.progress(warning)
     if os.environ.get("GITHUB_STEP_SUMMARY"):

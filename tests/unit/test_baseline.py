@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from specwatch.baseline import Baseline, BaselineStore
+from specwatch.baseline import BASELINE_VERSION, Baseline, BaselineStore
 from specwatch.compare import Verdict, compare
 from specwatch.errors import UsageError
 from specwatch.result import Result, ResultSet
@@ -56,7 +58,7 @@ def test_record_and_load_round_trip(tmp_path):
     path = store.record("h200x2-nvlink", "baseline", FP, "deadbeef", results(),
                         recorded="2026-11-29T17:02:00+00:00")  # fmt: skip
     data = json.loads(path.read_text())
-    assert data["version"] == 1
+    assert data["version"] == BASELINE_VERSION
     assert sorted(data["metrics"]) == ["single-stream/output_tok_s", "single-stream/ttft_ms"]
     m = data["metrics"]["single-stream/output_tok_s"]
     assert m["samples"] == BASE_89
@@ -122,3 +124,49 @@ def test_newer_baseline_version_rejected(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(UsageError, match="newer"):
         store.load("cpu-2core", "baseline")
+
+
+def _session(store: BaselineStore, samples: list[float], when: str, keep: int) -> Baseline:
+    rs = ResultSet(machine={"machine_class": "h200x1"}, commit=when)
+    rs.add(Result.make("eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=samples))
+    store.record("h200x1", "eagle3-tuned", rs.machine, rs.commit, rs, recorded=when, keep_sessions=keep)
+    return store.load("h200x1", "eagle3-tuned")
+
+
+def test_keep_sessions_pools_the_last_sessions_oldest_dropped(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    _session(store, [1.0, 1.1], "2026-11-01", keep=2)
+    _session(store, [2.0, 2.1], "2026-11-02", keep=2)
+    m = _session(store, [3.0, 3.1], "2026-11-03", keep=2).get("single-stream", "decode_tok_s")
+    assert [s["recorded"] for s in m.sessions] == ["2026-11-02", "2026-11-03"]
+    assert m.samples == [2.0, 2.1, 3.0, 3.1] and m.summary.n == 4
+    replaced = _session(store, [4.0, 4.1], "2026-11-04", keep=1).get("single-stream", "decode_tok_s")
+    assert replaced.samples == [4.0, 4.1] and len(replaced.sessions) == 1
+
+
+def test_version_1_baselines_migrate_to_one_session(tmp_path: Path) -> None:
+    path = tmp_path / "h200x1" / "p.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"version": 1, "machine_class": "h200x1", "profile": "p", "machine": {},
+                                "commit": "abc", "recorded": "2026-11-29", "metrics": {"w/m": {
+                                    "workload": "w", "metric": "m", "unit": "tok/s", "higher_is_better": True,
+                                    "samples": [1.0, 2.0], "extra": {}}}}))
+    m = BaselineStore(tmp_path).load("h200x1", "p").get("w", "m")
+    assert m.sessions == [{"recorded": "2026-11-29", "commit": "abc", "samples": [1.0, 2.0]}]
+
+
+def test_a_baseline_spanning_sessions_carries_the_machines_drift() -> None:
+    """docs/validation: the H200 drifted ~6.5% between sessions, about the size of an 8% slowdown.
+
+    Against one session, a healthy session that drifted looks like a regression; against a baseline
+    that spans the drift it does not, and the 8% slowdown below both sessions still is one.
+    """
+    rng = np.random.default_rng(7)
+    fast = list(rng.normal(1170, 8, 10))
+    drifted = list(rng.normal(1092, 6, 10))
+    healthy_later = list(rng.normal(1095, 6, 10))
+    slowed = list(rng.normal(1060, 8, 10))
+    assert compare(healthy_later, fast).verdict is Verdict.REGRESSION  # one session: a false alarm
+    assert compare(healthy_later, fast + drifted).verdict is not Verdict.REGRESSION
+    assert compare(slowed, fast + drifted).verdict is Verdict.REGRESSION

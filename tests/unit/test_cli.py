@@ -108,3 +108,13 @@ def test_broken_profile_file_exit_code(tmp_path: Path, capsys: pytest.CaptureFix
     f.write_text('[[server]]\nname = "a"\nengine = "trt"\n')
     assert main(["profile", "show", str(f)]) == EXIT_USAGE
     assert "engine" in capsys.readouterr().err
+
+
+def test_baseline_update_can_keep_earlier_sessions(tmp_path: Path) -> None:
+    bdir = str(tmp_path / "b")
+    for i, center in enumerate((89.0, 88.0, 82.0)):
+        res = _results(tmp_path / f"r{i}.json", _noisy(center, n=4, seed=i), commit=f"c{i}")
+        assert main(["baseline", "update", str(res), "--baseline-dir", bdir, "--keep-sessions", "2"]) == EXIT_OK
+    doc = json.loads((tmp_path / "b" / "h200x2-nvlink" / "eagle3-tuned.json").read_text())
+    metric = doc["metrics"]["single-stream/output_tok_s"]
+    assert [s["commit"] for s in metric["sessions"]] == ["c1", "c2"] and len(metric["samples"]) == 8
