@@ -91,6 +91,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("device", "device for reference servers: auto|cpu|cuda", _device, "auto"),
     Option("server_url", "use an already running server at this URL instead of booting one",
            long_flag="--server-url"),
+    Option("server_log", "with --server-url: the running server's log file (stderr), for the checks that "
+           "read engine and NCCL log lines"),
     Option("boot_timeout", "seconds a server may take to become ready", _positive_float, 900.0),
     Option("runs", "measured runs per workload (overrides the workload's own)", _positive_int),
     Option("warmup", "warmup runs per workload, excluded from samples", int, None),
@@ -121,6 +123,7 @@ class Config:
     tp: int = 1
     device: str = "auto"
     server_url: str | None = None
+    server_log: str | None = None
     boot_timeout: float = 900.0
     runs: int | None = None
     warmup: int | None = None

@@ -29,6 +29,7 @@ class RunningServer:
     boot_seconds: float | None = None
     shared_host: bool = False
     notes: list[str] = field(default_factory=list)
+    external_log: Path | None = None  # --specwatch-server-log: where a --server-url server logs
 
     @property
     def external(self) -> bool:
@@ -46,13 +47,19 @@ class RunningServer:
 
     @property
     def log_path(self) -> Path | None:
-        return self.process.log_path if self.process else None
+        return self.process.log_path if self.process else self.external_log
 
     def log_size(self) -> int:
-        return self.process.log_size() if self.process else 0
+        path = self.log_path
+        try:
+            return path.stat().st_size if path else 0
+        except OSError:
+            return 0
 
     def log_tail(self, lines: int = 40) -> str:
-        return self.process.log_tail(lines) if self.process else ""
+        from specwatch.server import tail
+
+        return tail(self.log_path, lines) if self.log_path else ""
 
     @property
     def probe_records(self) -> Path | None:

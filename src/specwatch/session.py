@@ -112,8 +112,11 @@ class Session:
                     f"--server-url: the running server stands for {stands_for.name}; {prof.name} is not running "
                     "(boot it from a profile instead, or point --server-url at it in a separate run)")
             if prof.name not in self._external:
+                log = self.config.path(self.config.server_log)
+                if log is not None and not log.is_file():
+                    raise UsageError(f"--specwatch-server-log {log}: no such file")
                 self._external[prof.name] = RunningServer(profile=prof, url=self.config.server_url,
-                                                          shared_host=self.worker_count > 1)
+                                                          shared_host=self.worker_count > 1, external_log=log)
             return self._external[prof.name]
         return self.pool.get(prof)
 
