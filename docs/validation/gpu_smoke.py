@@ -15,7 +15,8 @@ import psutil
 
 out_dir, args = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
 port = 31000 + os.getpid() % 1000
-log = open(os.path.join(out_dir, "smoke-" + "-".join(a.strip("-") for a in args if not a.startswith("-"))[:60] + ".log"), "w")
+name = "-".join(a.strip("-") for a in args if not a.startswith("-"))[:60]
+log = open(os.path.join(out_dir, f"smoke-{name}.log"), "w")  # noqa: SIM115 - the server's stdout
 t0 = time.time()
 proc = subprocess.Popen([sys.executable, "-m", "specwatch.refserver", "--port", str(port), "--enable-metrics", *args],
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -37,7 +38,8 @@ if ready:
         r = json.load(urllib.request.urlopen(urllib.request.Request(url + "/generate", body.encode(),
                                                                     {"Content-Type": "application/json"})))
         dt = time.time() - t
-        print(f"  gen {i}: {r['meta_info']['completion_tokens'] / dt:.1f} tok/s accept={r['meta_info'].get('spec_accept_length')}")
+        meta = r["meta_info"]
+        print(f"  gen {i}: {meta['completion_tokens'] / dt:.1f} tok/s accept={meta.get('spec_accept_length')}")
     m = urllib.request.urlopen(url + "/metrics").read().decode()
     print("  " + "\n  ".join(line for line in m.splitlines() if "cuda_graph_passes_total{" in line))
 else:
