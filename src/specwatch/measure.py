@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specwatch import logscan, promtext
+from specwatch import gpuclock, logscan, promtext
 from specwatch.client import Client, Generation
 from specwatch.pool import RunningServer
 from specwatch.workload import Workload
@@ -60,6 +60,7 @@ class Measurement:
     log_records: list[logscan.Record]
     wall_s: float
     shared_host: bool = False
+    gpu_state: dict[str, dict[str, float]] = field(default_factory=dict)  # gpuclock medians during the runs
 
     def samples(self, metric: str) -> list[float]:
         return [float(getattr(r, metric)) for r in self.runs]
@@ -113,8 +114,11 @@ async def measure_async(server: RunningServer, wl: Workload, progress: Progress 
     prompts = wl.prompts()
     per = wl.concurrency
     async with Client(server.url) as client:
+        warm_start = time.perf_counter()
         for i in range(wl.warmup):
             await _one_run(client, prompts[i * per:(i + 1) * per], wl)
+        while time.perf_counter() - warm_start < wl.warmup_s:  # same prompts: every run is a repeat
+            await _one_run(client, prompts[:per], wl)
         if wl.flush_after_warmup:
             await client.flush_cache()
         info_before = await client.server_info()
@@ -123,13 +127,14 @@ async def measure_async(server: RunningServer, wl: Workload, progress: Progress 
         runs: list[RunSample] = []
         started = time.perf_counter()
         last_note = started
-        for i in range(wl.warmup, wl.warmup + wl.runs):
-            runs.append(await _one_run(client, prompts[i * per:(i + 1) * per], wl))
-            now = time.perf_counter()
-            if now - last_note > 10 or i == wl.warmup + wl.runs - 1:
-                note(f"{server.profile.name} {wl.name}: run {len(runs)}/{wl.runs}, "
-                     f"{runs[-1].output_tok_s:.1f} tok/s")
-                last_note = now
+        with gpuclock.ClockSampler() as clocks:
+            for i in range(wl.warmup, wl.warmup + wl.runs):
+                runs.append(await _one_run(client, prompts[i * per:(i + 1) * per], wl))
+                now = time.perf_counter()
+                if now - last_note > 10 or i == wl.warmup + wl.runs - 1:
+                    note(f"{server.profile.name} {wl.name}: run {len(runs)}/{wl.runs}, "
+                         f"{runs[-1].output_tok_s:.1f} tok/s")
+                    last_note = now
         wall = time.perf_counter() - started
         await asyncio.sleep(0.05)  # let the server flush its log line for the last batch
         text_after = await client.metrics()
@@ -143,7 +148,7 @@ async def measure_async(server: RunningServer, wl: Workload, progress: Progress 
         profile=server.profile.name, workload=wl, runs=runs,
         metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
         server_info_before=info_before, server_info_after=info_after, log_records=records, wall_s=wall,
-        shared_host=server.shared_host,
+        shared_host=server.shared_host, gpu_state=clocks.result,
     )
 
 

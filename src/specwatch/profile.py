@@ -156,6 +156,7 @@ class ProfileSet:
     roles: dict[str, str]
     gates: Gates = Gates()
     source: str = "<built-in>"
+    workload: dict[str, Any] = field(default_factory=dict)  # [workload]: overrides for every workload
 
     def get(self, name: str) -> ServerProfile:
         try:
@@ -258,7 +259,7 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
     version = data.get("version", PROFILE_FORMAT_VERSION)
     if version != PROFILE_FORMAT_VERSION:
         raise UsageError(f"{source}: version = {version!r} is not supported (expected {PROFILE_FORMAT_VERSION})")
-    unknown = set(data) - {"version", "defaults", "env_profiles", "server", "fixtures", "gates"}
+    unknown = set(data) - {"version", "defaults", "env_profiles", "server", "fixtures", "gates", "workload"}
     if unknown:
         raise UsageError(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     env_profiles: dict[str, dict[str, str]] = {k: dict(v) for k, v in BUILTIN_ENV_PROFILES.items()}
@@ -289,7 +290,27 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
     rounds = gates_raw.get("alternate_rounds", 1)
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise UsageError(f"{source}: gates.alternate_rounds: must be an integer ≥ 1, got {rounds!r}")
-    return ProfileSet(servers=servers, roles=roles, gates=Gates(**gates_raw), source=source)
+    return ProfileSet(servers=servers, roles=roles, gates=Gates(**gates_raw), source=source,
+                      workload=_parse_workload(source, data.get("workload") or {}))
+
+
+def _parse_workload(source: str, raw: Any) -> dict[str, Any]:
+    """``[workload]``: runs, warmup, warmup_s, max_new_tokens for every workload of the set."""
+    from specwatch.workload import PROFILE_OVERRIDABLE
+
+    _expect(f"{source}: workload", raw, dict, "a table")
+    unknown = set(raw) - set(PROFILE_OVERRIDABLE)
+    if unknown:
+        raise UsageError(f"{source}: workload: unknown key(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(PROFILE_OVERRIDABLE)}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        number = float if key == "warmup_s" else int
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        if not ok or (number is int and not isinstance(value, int)):
+            raise UsageError(f"{source}: workload.{key}: must be a non-negative {number.__name__}, got {value!r}")
+        out[key] = number(value)
+    return out
 
 
 def _default_roles(servers: Mapping[str, ServerProfile]) -> dict[str, str]:

@@ -9,7 +9,7 @@ import datetime as dt
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,8 @@ class Session:
             wl = WORKLOADS[name]
         except KeyError:
             raise UsageError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
+        if self.profiles.workload:  # the profile set's [workload] table, under the command line
+            wl = replace(wl, **self.profiles.workload)
         return wl.with_overrides(self.config.runs, self.config.warmup)
 
     def measure(self, role_or_name: str, workload: str = "single-stream") -> Any:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specwatch import report
+from specwatch import gpuclock, report
 from specwatch.measure import METRICS
 from specwatch.result import Result, ResultSet
 
@@ -24,6 +24,10 @@ def results_of(session: Session) -> ResultSet:
         extra = {"client_overhead": round(m.client_overhead, 5), "shared_host": m.shared_host,
                  "runs": len(m.runs), "concurrency": m.workload.concurrency,
                  "max_new_tokens": m.workload.max_new_tokens}
+        sm_clock = gpuclock.busiest_sm_clock(m.gpu_state)
+        if sm_clock is not None:
+            extra["gpu_sm_clock_mhz"] = sm_clock
+            extra["gpu_state"] = m.gpu_state
         for metric, (unit, higher) in METRICS.items():
             rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher,
                                samples=m.samples(metric), extra=extra))

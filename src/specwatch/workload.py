@@ -33,6 +33,9 @@ class Workload:
     concurrency: int = 1  # requests in flight per run (1 = single stream, as in the case study)
     runs: int = 8  # measured runs
     warmup: int = 3  # runs excluded from samples (new prompt shapes, allocator growth)
+    # Keep warming up (beyond ``warmup`` runs) until this many seconds of load have passed: an idle
+    # GPU sits at a low clock, and runs of a few hundred ms can end before it has ramped up.
+    warmup_s: float = 0.0
     max_new_tokens: int = 128
     prompt_words: int = 24
     seed: int = 0
@@ -48,6 +51,8 @@ class Workload:
                 raise UsageError(f"workload {self.name}: {name} must be ≥ 1, got {getattr(self, name)}")
         if self.warmup < 0:
             raise UsageError(f"workload {self.name}: warmup must be ≥ 0, got {self.warmup}")
+        if not 0 <= self.warmup_s <= 600:
+            raise UsageError(f"workload {self.name}: warmup_s must be in [0, 600] seconds, got {self.warmup_s}")
 
     def prompts(self) -> list[str]:
         """One prompt per request of every run, warmup included."""
@@ -59,6 +64,9 @@ class Workload:
         """This workload with run counts from the command line, when given."""
         return replace(self, runs=runs or self.runs, warmup=self.warmup if warmup is None else warmup)
 
+
+#: Workload fields that a profile set's ``[workload]`` table may override.
+PROFILE_OVERRIDABLE = ("runs", "warmup", "warmup_s", "max_new_tokens")
 
 SINGLE_STREAM = Workload("single-stream")
 CONCURRENT_4 = Workload("concurrency-4", concurrency=4, runs=6)

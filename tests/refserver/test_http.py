@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -244,3 +245,29 @@ def test_openai_completions_and_model_info(srv: Server) -> None:
     info = srv.get_json("/model_info")
     assert info["model_path"] == "ref-tiny"
     assert info["is_generation"] is True
+
+
+def test_ref_fault_route_slows_serving_and_shows_in_server_info(srv: Server) -> None:
+
+
+    def gen_s() -> float:
+        t0 = time.perf_counter()
+        srv.generate({"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 60, **GREEDY}})
+        return time.perf_counter() - t0
+
+    status, body = srv.request("POST", "/ref/fault", {"slowdown_pct": "fast"})
+    assert status == 400 and "slowdown_pct" in json.loads(body)["error"]
+    status, _ = srv.request("POST", "/ref/fault", {"slowdown_pct": -1})
+    assert status == 400
+    healthy = min(gen_s() for _ in range(3))
+    status, body = srv.request("POST", "/ref/fault", {"slowdown_pct": 400})
+    assert status == 200 and json.loads(body) == {"slowdown_pct": 400.0}
+    try:
+        assert srv.get_json("/server_info")["ref_fault_slowdown"] == 400.0
+        slowed = min(gen_s() for _ in range(3))
+    finally:
+        srv.request("POST", "/ref/fault", {"slowdown_pct": 0})
+    # 400% of every step period added: about 5x the time; 2x leaves room for a busy CI machine.
+    assert slowed > 2 * healthy, (slowed, healthy)
+    assert "Reference fault: slowdown set to 400%" in srv.log()
+    assert srv.get_json("/server_info")["ref_fault_slowdown"] == 0.0

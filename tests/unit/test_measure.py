@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specwatch.errors import UsageError
 from specwatch.measure import Measurement, RunSample, merge
 from specwatch.workload import Workload
 
@@ -34,3 +35,9 @@ def test_same_prompt_every_run_by_default() -> None:
     assert len(prompts) == 4 and len(set(prompts)) == 1
     varied = Workload("w", runs=3, warmup=1, same_prompts_each_run=False).prompts()
     assert len(set(varied)) == 4
+
+
+def test_warmup_seconds_must_be_sane() -> None:
+    assert Workload("w", warmup_s=2.5).warmup_s == 2.5
+    with pytest.raises(UsageError, match="warmup_s"):
+        Workload("w", warmup_s=-1)

@@ -118,3 +118,25 @@ def test_alternate_rounds_must_be_a_positive_integer(rounds: object) -> None:
     with pytest.raises(UsageError, match=r"gates\.alternate_rounds"):
         parse_profiles({"server": [{"name": "a"}], "gates": {"alternate_rounds": rounds}}, "p.toml")
     assert parse_profiles({"server": [{"name": "a"}], "gates": {"alternate_rounds": 3}}).gates.alternate_rounds == 3
+
+
+def test_workload_table_overrides_every_workload_and_rejects_bad_values() -> None:
+    ps = parse_profiles({"server": [{"name": "a"}],
+                         "workload": {"runs": 20, "max_new_tokens": 256, "warmup_s": 3}}, "p.toml")
+    assert ps.workload == {"runs": 20, "max_new_tokens": 256, "warmup_s": 3.0}
+    for bad, msg in (({"runs": 2.5}, "workload.runs"), ({"warmup_s": -1}, "workload.warmup_s"),
+                     ({"tokens": 3}, "unknown key(s) tokens"), ({"runs": True}, "workload.runs")):
+        with pytest.raises(UsageError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+            parse_profiles({"server": [{"name": "a"}], "workload": bad}, "p.toml")
+
+
+def test_session_workload_takes_the_table_then_the_command_line(tmp_path: Path) -> None:
+    from specwatch.config import Config
+    from specwatch.session import Session
+
+    path = tmp_path / "p.toml"
+    path.write_text('version = 1\n[[server]]\nname = "a"\n[workload]\nruns = 20\nmax_new_tokens = 256\nwarmup_s = 2\n')
+    wl = Session(Config(profiles=str(path)), progress=lambda m: None).workload("single-stream")
+    assert (wl.runs, wl.max_new_tokens, wl.warmup_s, wl.warmup) == (20, 256, 2.0, 3)
+    wl = Session(Config(profiles=str(path), runs=5), progress=lambda m: None).workload("single-stream")
+    assert (wl.runs, wl.max_new_tokens) == (5, 256)

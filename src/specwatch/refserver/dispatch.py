@@ -181,6 +181,10 @@ class Dispatcher:
         except asyncio.TimeoutError:
             return False
 
+    def set_fault_slowdown(self, pct: float) -> None:
+        """Reference-only: change ``--ref-fault-slowdown`` on every rank while serving."""
+        self.cmd_q.put(("fault", float(pct)))
+
     def shutdown_workers(self) -> None:
         """Tell rank 0 (and through it every rank) to leave its loop."""
         with contextlib.suppress(OSError, ValueError):

@@ -95,6 +95,7 @@ class Engine:
             raise ValueError(f"unsupported dtype {cfg.dtype!r}; use one of {sorted(_DTYPES)}")
         self.cfg = cfg
         self._last_step_end = 0.0  # for fault_slowdown_pct: the serving time between steps
+        self.fault_slowdown_pct = cfg.fault_slowdown_pct  # settable while serving (POST /ref/fault)
         self.preset = get_preset(cfg.preset)
         self.spec = cfg.spec_algorithm is not None
         if self.spec and cfg.num_steps < 1:
@@ -250,12 +251,12 @@ class Engine:
         if self.is_cuda:
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - t0
-        if self.cfg.fault_slowdown_pct > 0:
+        if self.fault_slowdown_pct > 0:
             # Scale with the whole step period (this step plus the serving work since the last one),
             # so PCT% slows the server's token rate by about PCT%, not just the forward pass.
             since_last = t0 - self._last_step_end if self._last_step_end else 0.0
             period = elapsed + (since_last if since_last < 0.05 else 0.0)
-            _spin(period * self.cfg.fault_slowdown_pct / 100.0)
+            _spin(period * self.fault_slowdown_pct / 100.0)
         out.forward_s = time.perf_counter() - t0
         self._last_step_end = time.perf_counter()
         used = sum(r.kv_len for r in self.running)

@@ -76,6 +76,7 @@ class Frontend:
         r.add_put("/generate", self.generate)
         r.add_route("*", "/flush_cache", self.flush_cache)
         r.add_post("/v1/completions", self.completions)
+        r.add_post("/ref/fault", self.ref_fault)  # reference-only (SGLang has no such route)
         r.add_get("/v1/models", self.models)
         if self.args.enable_metrics:
             r.add_get("/metrics", self.metrics)
@@ -365,6 +366,21 @@ class Frontend:
                                                  "(When there are running or waiting requests, the operation "
                                                  "will not be performed.)\n")
         return web.Response(status=400, text="Cache not flushed. Please check the server log for detail.\n")
+
+    async def ref_fault(self, request: web.Request) -> web.Response:
+        """Reference-only: set ``--ref-fault-slowdown`` while serving, ``{"slowdown_pct": PCT}``.
+
+        Lets a validation run measure several slowdowns in one boot (docs/validation/).
+        """
+        body = await self._json(request)
+        pct = body.get("slowdown_pct") if isinstance(body, dict) else None
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 <= pct <= 10000:
+            return web.json_response({"error": f"slowdown_pct must be a number in [0, 10000], got {pct!r}"},
+                                     status=400)
+        self.d.set_fault_slowdown(float(pct))
+        self.args.ref_fault_slowdown = float(pct)
+        logger.info("Reference fault: slowdown set to %g%%", pct)
+        return web.json_response({"slowdown_pct": float(pct)})
 
     async def metrics(self, request: web.Request) -> web.Response:
         """Prometheus text."""

@@ -286,6 +286,8 @@ class _Worker:
                         reporter.reset_spec_totals()
                     if self.rank == 0:
                         self.out_q.put(("flush", ok))
+                elif op == "fault":
+                    engine.fault_slowdown_pct = float(cmd[1])
             if not engine.has_work():
                 continue
             out = engine.step()
