@@ -11,7 +11,10 @@ Everything lands in one JSON file, rewritten after every boot, so a run cut shor
 
     PYTHONPATH=src python docs/validation/drift_experiment.py \\
         --profiles fixtures/profiles/gpu-ref-small.toml --profile eagle3-tuned --gpu 0 \\
-        --baseline-boots 2 --reps 10 --levels 0,4,6,8,10 --budget-s 420 --out drift-gpu0.json
+        --baseline-boots 2 --reps 20 --levels 0,5,8 --runs 10 --budget-s 500 --out drift-gpu0.json
+
+Run one experiment at a time per host: a second server booting beside a measured one (its weight
+init and graph capture load every CPU) moved the measured one by up to 15% (data/drift-parallel-*).
 """
 
 from __future__ import annotations
@@ -44,10 +47,12 @@ def set_slowdown(url: str, pct: float) -> None:
         assert json.load(resp)["slowdown_pct"] == pct
 
 
-def level_record(m: Measurement, order: int) -> dict:
-    """The samples and machine state of one measured level."""
+def level_record(m: Measurement, order: int, t: float) -> dict:
+    """The samples and machine state of one measured level (``t``: seconds since the start)."""
     gen = [r.gen_tput for r in m.decode_records if r.gen_tput]
-    return {"order": order, "decode_tok_s": m.samples("decode_tok_s"), "output_tok_s": m.samples("output_tok_s"),
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else None
+    return {"order": order, "t_s": round(t, 1), "loadavg_1m": load,
+            "decode_tok_s": m.samples("decode_tok_s"), "output_tok_s": m.samples("output_tok_s"),
             "itl_ms": m.samples("itl_ms"), "gpu_state": m.gpu_state, "wall_s": round(m.wall_s, 3),
             "server_gen_throughput_median": statistics.median(gen) if gen else None}
 
@@ -62,12 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default="0,4,6,8,10", help="slowdown percentages measured in every repetition")
     ap.add_argument("--budget-s", type=float, default=420.0, help="start no boot after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runs", type=int, default=0, help="runs per level (default: the profile set's)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     levels = [float(x) for x in a.levels.split(",")]
     ps = load_profiles(a.profiles)
     prof = ps.get(a.profile)
     wl = replace(WORKLOADS["single-stream"], **ps.workload)
+    if a.runs:
+        wl = replace(wl, runs=a.runs)
     later = replace(wl, warmup=2, warmup_s=0.0)  # the GPU is already under load after the first level
     rng = random.Random(a.seed * 1000 + a.gpu)
     out = {"version": FORMAT_VERSION, "started": utc_now(), "profile": prof.name, "profiles": a.profiles,
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 for i, pct in enumerate(order):
                     set_slowdown(server.url, pct)
                     m = measure(server, wl if i == 0 else later)
-                    rec["levels"][f"{pct:g}"] = level_record(m, i)
+                    rec["levels"][f"{pct:g}"] = level_record(m, i, time.monotonic() - t0)
             finally:
                 pool.stop_all()
             boot_s.append(time.monotonic() - b0)

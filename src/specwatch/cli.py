@@ -22,39 +22,46 @@ def _cmd_parse_log(args: argparse.Namespace) -> int:
     return parse_log_main(args.file)
 
 
-def _load_samples(path: str) -> tuple[dict[str, tuple[list[float], str, bool]], str]:
-    """key -> (samples, unit, higher_is_better) from a results file or a baseline file."""
+def _load_samples(path: str) -> tuple[dict[str, tuple[list[float], str, bool]], str, dict[str, list[list[float]]]]:
+    """key -> (samples, unit, higher_is_better) from a results file or a baseline file, its label,
+    and key -> samples per recording session (baselines that kept several sessions)."""
     import json
 
     from specwatch.baseline import Baseline
-    from specwatch.result import ResultSet
+    from specwatch.result import ResultSet, make_key
 
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read JSON: {exc}") from None
+    sessions: dict[str, list[list[float]]] = {}
     if isinstance(doc, dict) and "metrics" in doc and "profile" in doc:
-        results = Baseline.from_dict(doc, Path(path)).as_results()
+        base = Baseline.from_dict(doc, Path(path))
+        results = base.as_results()
         label = f"baseline {path}"
+        for m in base.metrics.values():
+            sessions[make_key(base.profile, m.workload, m.metric)] = [list(x["samples"]) for x in m.sessions
+                                                                     if x.get("samples")]
     else:
         results = ResultSet.load(path).results
         label = f"results {path}"
-    return {r.key: (list(r.samples), r.unit, r.higher_is_better) for r in results}, label
+    return {r.key: (list(r.samples), r.unit, r.higher_is_better) for r in results}, label, sessions
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from specwatch import compare, stats
     from specwatch.report import ReportRow, summary_table
 
-    ref, ref_label = _load_samples(args.baseline)
-    cur, _ = _load_samples(args.results)
+    ref, ref_label, ref_sessions = _load_samples(args.baseline)
+    cur, _, _ = _load_samples(args.results)
     common = sorted(set(ref) & set(cur))
     if not common:
         raise UsageError(f"{args.baseline} and {args.results} share no result key")
     rows = []
     for key in common:
         samples, unit, higher = cur[key]
-        c = compare.compare(samples, ref[key][0], higher_is_better=higher, tolerance=args.tolerance, alpha=args.alpha)
+        c = compare.compare(samples, ref[key][0], higher_is_better=higher, tolerance=args.tolerance, alpha=args.alpha,
+                            reference_sessions=ref_sessions.get(key) or None)
         rows.append(ReportRow.from_comparison(key, c, unit=unit, samples=samples,
                                               median_ci=stats.bootstrap_median_ci(samples)))
     print(summary_table(rows, title=f"specwatch compare: {args.results} against {ref_label}"))

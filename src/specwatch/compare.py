@@ -12,6 +12,11 @@ it is not significant, the verdict says why and what it would take:
 - the test could not see an effect of the tolerance's size (MDE > tolerance) → INCONCLUSIVE;
 - otherwise → NO_CHANGE (the test had the power and found nothing).
 
+A reference with ``MIN_SESSIONS`` or more recording sessions (a multi-session baseline) adds a
+second condition: the current median must also lie outside what the machine's own
+session-to-session spread explains (``stats.session_drift``). A change that the runs call
+significant but the sessions do not is NOISY, with the smallest change those sessions can flag.
+
 ``relative_gate`` judges "a ≥ b × (1 + margin)" (speculative vs baseline, tuned vs untuned) with
 one-sided Mann-Whitney tests of a against b scaled by (1 + margin).
 """
@@ -31,6 +36,8 @@ DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
 DEFAULT_POWER = 0.8
 DEFAULT_NOISY_CV = 0.05
+#: Recording sessions a reference needs before its session-to-session spread is used.
+MIN_SESSIONS = 3
 
 
 class Verdict(str, enum.Enum):
@@ -96,6 +103,10 @@ class Comparison:
     tolerance: float
     alpha: float
     message: str
+    sessions: int = 1  # recording sessions of the reference
+    session_spread: float | None = None  # SD of the reference's log session medians (K ≥ MIN_SESSIONS)
+    session_p: float | None = None
+    session_mde: float | None = None
 
     @property
     def change(self) -> float:
@@ -126,10 +137,12 @@ def compare(
     confidence: float | None = None,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
+    reference_sessions: Sequence[Sequence[float]] | None = None,
 ) -> Comparison:
     """Compare current with reference samples of one metric; see the module docstring for the rule.
 
     ``confidence`` of the ratio CI defaults to ``1 - alpha``. Samples must be positive.
+    ``reference_sessions``: the reference's samples per recording session, when it has several.
     """
     if tolerance <= 0 or not 0 < alpha < 1:
         raise UsageError(f"tolerance must be > 0 and alpha in (0, 1), got {tolerance}, {alpha}")
@@ -153,8 +166,21 @@ def compare(
         f"[{lo:.3f}, {hi:.3f}], p={_fmt_p(p)}, n={cur.size}/{ref.size}"
     )
     tol = f"{tolerance * 100:g}%"
+    sess = None
+    if reference_sessions is not None and len(reference_sessions) >= MIN_SESSIONS:
+        sess = stats.session_drift(cur, [_check(s, "reference session") for s in reference_sessions], alpha)
+        nums += f"; {sess.sessions} baseline sessions spread {_noise(sess.spread)}, session p={_fmt_p(sess.p)}"
+    within_sessions = sess is not None and significant and sess.p >= alpha and abs(change) > tolerance
 
-    if significant and better < -tolerance:
+    if within_sessions:
+        assert sess is not None
+        verdict = Verdict.NOISY
+        msg = (
+            f"noisy: {_pct(change)} is within this machine's session-to-session drift "
+            f"({sess.sessions} baseline sessions, spread {_noise(sess.spread)}); only changes beyond "
+            f"±{_noise(sess.mde)} can be flagged against them; {nums}"
+        )
+    elif significant and better < -tolerance:
         verdict = Verdict.REGRESSION
         msg = f"regression: {nums}; worse than the {tol} tolerance"
     elif significant and better > tolerance:
@@ -206,6 +232,10 @@ def compare(
         tolerance=tolerance,
         alpha=alpha,
         message=msg,
+        sessions=sess.sessions if sess else len(reference_sessions or ()) or 1,
+        session_spread=sess.spread if sess else None,
+        session_p=sess.p if sess else None,
+        session_mde=sess.mde if sess else None,
     )
 
 

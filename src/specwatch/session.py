@@ -35,6 +35,16 @@ class Finding:
     summary: str
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What a drift gate compares against."""
+
+    samples: list[float]
+    source: str
+    sessions: list[list[float]]  # per recording session, when the baseline kept several
+    extra: dict[str, Any]  # as recorded: runs, max_new_tokens, concurrency, ...
+
+
 @dataclass
 class Session:
     """One run of the suite."""
@@ -212,9 +222,10 @@ class Session:
         sha = out.stdout.strip()
         return sha if out.returncode == 0 and len(sha) == 40 else None
 
-    def reference_samples(self, profile: str, workload: str, metric: str) -> tuple[list[float], str] | str:
-        """Samples to compare against (``--specwatch-reference`` file, else the stored baseline) and
-        their source; or, when there are none, a message saying how to record them."""
+    def reference_samples(self, profile: str, workload: str, metric: str) -> Reference | str:
+        """Samples to compare against (``--specwatch-reference`` file, else the stored baseline), with
+        their source, sessions and recorded workload; or, when there are none, a message saying how
+        to record them."""
         from specwatch.baseline import BaselineStore
         from specwatch.result import ResultSet, make_key
 
@@ -224,7 +235,7 @@ class Session:
             found = rs.get(make_key(profile, workload, metric))
             if found is None:
                 return f"the reference file {cfg.reference} has no result {make_key(profile, workload, metric)}"
-            return list(found.samples), f"reference {cfg.reference}"
+            return Reference(list(found.samples), f"reference {cfg.reference}", [], dict(found.extra))
         store = BaselineStore(cfg.path(cfg.baseline_dir))
         mc = self.machine_class()
         base = store.load(mc, profile)
@@ -236,7 +247,9 @@ class Session:
         warning = base.fingerprint_warning(self.fingerprint())
         if warning:
             self.progress(warning)
-        return list(entry.samples), f"baseline {store.path_for(mc, profile)} ({base.recorded})"
+        sessions = [list(x["samples"]) for x in entry.sessions if x.get("samples")]
+        return Reference(list(entry.samples), f"baseline {store.path_for(mc, profile)} ({base.recorded})",
+                         sessions, dict(entry.extra))
 
     def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
         """Record a check's conclusion for later diagnosis of perf failures."""

@@ -338,6 +338,42 @@ class Summary:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+@dataclass(frozen=True)
+class SessionDrift:
+    """Where one session's median falls among the medians of K earlier sessions (log scale).
+
+    Runs of one session share the machine's state of that moment (on the lent H200 the throughput
+    wanders about 6% between windows of a few seconds, docs/validation/README.md), so a test on
+    runs alone treats machine drift as signal. Sessions are the unit here: ``p`` is the two-sided
+    probability, under a t prediction interval with K − 1 degrees of freedom, that a session of the
+    same machine lands this far from the baseline sessions' mean; ``mde`` is the smallest relative
+    change that can reach ``alpha`` at this spread.
+    """
+
+    sessions: int
+    spread: float  # SD of the log session medians (≈ relative SD)
+    change: float  # current median / geometric mean of the session medians − 1
+    p: float
+    mde: float
+
+
+def session_drift(current: Sequence[float] | np.ndarray, sessions: Sequence[Sequence[float]],
+                  alpha: float = 0.01) -> SessionDrift:
+    """Judge ``current`` against ``sessions`` (K ≥ 2 lists of samples) with sessions as the unit."""
+    if len(sessions) < 2:
+        raise ValueError(f"need at least 2 sessions, got {len(sessions)}")
+    cur = _as_array(current, "current")
+    meds = np.log([median(_as_array(s, "session")) for s in sessions])
+    k = meds.size
+    mu, sd = float(meds.mean()), float(meds.std(ddof=1))
+    scale = sd * math.sqrt(1.0 + 1.0 / k)
+    delta = math.log(median(cur)) - mu
+    t = abs(delta) / scale if scale > 0.0 else (math.inf if delta else 0.0)
+    p = float(2.0 * _sps.t.sf(t, k - 1))
+    mde = float(math.expm1(_sps.t.ppf(1.0 - alpha / 2.0, k - 1) * scale))
+    return SessionDrift(sessions=k, spread=sd, change=math.expm1(delta), p=p, mde=mde)
+
+
 def summarize(
     samples: Sequence[float] | np.ndarray,
     *,

@@ -119,4 +119,5 @@ def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> N
     assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"] * 2
     assert "round 2/2" in out.stdout
     # the summary row counts the pooled runs: 2 rounds x 3 runs per side
-    assert re.search(r"eagle3-tuned vs eagle3-untuned \(single-stream\)\s+6\s", out.stdout), out.stdout[-2000:]
+    row = r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"
+    assert re.search(row, out.stdout), out.stdout[-2000:]

@@ -1,0 +1,104 @@
+"""Sessions as the unit of a drift verdict: the pure statistic, and its replay on H200 data.
+
+The replayed data are the drift experiment of docs/validation/README.md (one H200, eagle3-tuned
+on ref-small, 17 boots; every repetition measured 0%, 5% and 8% slowdowns in a shuffled order).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specwatch import stats
+from specwatch.compare import MIN_SESSIONS, Verdict, compare
+
+DATA = Path(__file__).parent / "data" / "gpu" / "drift-seq-h200.json"
+
+
+def _sessions(rng: np.random.Generator, k: int, spread: float, n: int = 11, center: float = 1180.0,
+              ) -> list[list[float]]:
+    return [list(center * (1 + spread * rng.standard_normal()) * (1 + 0.03 * rng.standard_normal(n)))
+            for _ in range(k)]
+
+
+def test_session_drift_numbers_and_mde() -> None:
+    sess = [[100.0] * 5, [104.0] * 5, [96.0] * 5, [100.0] * 5]
+    d = stats.session_drift([100.0] * 5, sess)
+    assert d.sessions == 4 and d.change == pytest.approx(0.0, abs=1e-3) and d.p > 0.9
+    far = stats.session_drift([70.0] * 5, sess)
+    assert far.change == pytest.approx(-0.30, abs=0.01) and far.p < 0.01
+    assert far.mde == pytest.approx(d.mde) and 0.10 < d.mde < 0.25  # t(0.995, 3) × 3.3% × 1.118
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.session_drift([1.0], [[1.0]])
+    assert stats.session_drift([100.0], [[100.0], [100.0]]).p == 1.0  # no spread, no change
+    assert stats.session_drift([90.0], [[100.0], [100.0]]).p == 0.0  # no spread, a change
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.01, 1000.0), st.integers(0, 2**31 - 1))
+def test_session_drift_is_scale_invariant_and_symmetric(c: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sess = _sessions(rng, 5, 0.05)
+    cur = list(1100 * (1 + 0.03 * rng.standard_normal(11)))  # odd n: median(1/x) = 1/median(x)
+    a = stats.session_drift(cur, sess)
+    b = stats.session_drift([c * x for x in cur], [[c * x for x in s] for s in sess])
+    assert b.p == pytest.approx(a.p, rel=1e-6, abs=1e-12) and b.change == pytest.approx(a.change, rel=1e-6, abs=1e-9)
+    mirrored = stats.session_drift([1 / x for x in cur], [[1 / x for x in s] for s in sess])
+    assert mirrored.p == pytest.approx(a.p, rel=1e-6, abs=1e-12)
+
+
+def test_session_drift_p_is_calibrated_under_the_null() -> None:
+    """Same machine, new session: p < 0.05 about 5% of the time (t prediction interval)."""
+    rng = np.random.default_rng(7)
+    ps = [stats.session_drift(_sessions(rng, 1, 0.06)[0], _sessions(rng, 6, 0.06)).p for _ in range(2000)]
+    rate = float(np.mean(np.array(ps) < 0.05))
+    assert 0.03 < rate < 0.08, rate
+
+
+def test_compare_calls_drift_within_the_sessions_spread_noisy_and_a_big_slowdown_a_regression() -> None:
+    rng = np.random.default_rng(3)
+    sess = _sessions(rng, 8, 0.06)
+    pooled = [x for s in sess for x in s]
+    drifted = list(np.median(pooled) * 0.91 * (1 + 0.02 * rng.standard_normal(20)))
+    run_level = compare(drifted, pooled)
+    assert run_level.verdict is Verdict.REGRESSION  # runs alone call the machine's drift a regression
+    c = compare(drifted, pooled, reference_sessions=sess)
+    assert c.verdict is Verdict.NOISY and c.sessions == 8 and c.session_spread is not None
+    assert "session-to-session drift" in c.message and "can be flagged" in c.message
+    big = compare(list(np.median(pooled) * 0.6 * (1 + 0.02 * rng.standard_normal(20))), pooled, reference_sessions=sess)
+    assert big.verdict is Verdict.REGRESSION and big.session_p is not None and big.session_p < 0.01
+    few = compare(drifted, pooled, reference_sessions=sess[: MIN_SESSIONS - 1])
+    assert few.verdict is run_level.verdict and few.session_p is None
+
+
+def _replay() -> tuple[list[dict[str, list[float]]], list[dict[str, list[float]]]]:
+    doc = json.loads(DATA.read_text())
+    base = [b["levels"] for b in doc["boots"] if b["kind"] == "baseline"]
+    reps = [b["levels"] for b in doc["boots"] if b["kind"] == "rep"]
+    return base, reps
+
+
+def test_replay_h200_run_level_rule_false_alarms_on_healthy_boots() -> None:
+    """Runs alone, against the experiment's two baseline boots: healthy boots get verdicts."""
+    base, reps = _replay()
+    pooled = [x for b in base for x in b["0"]]
+    healthy = [compare(r["0"], pooled).verdict for r in reps]
+    false = [v for v in healthy if v in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+    assert len(false) >= 5, healthy  # measured: 7 improvements and 1 regression of 15
+
+
+def test_replay_h200_session_rule_never_flags_a_healthy_boot() -> None:
+    """Leave-one-out: every other boot's healthy level is a session of the baseline."""
+    base, reps = _replay()
+    boots = base + reps
+    verdicts = []
+    for i, r in enumerate(reps):
+        others = [b["0"] for j, b in enumerate(boots) if j != len(base) + i]
+        pooled = [x for s in others for x in s]
+        verdicts.append(compare(r["0"], pooled, reference_sessions=others).verdict)
+    assert Verdict.REGRESSION not in verdicts and Verdict.IMPROVEMENT not in verdicts, verdicts
