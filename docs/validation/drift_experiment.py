@@ -13,8 +13,9 @@ Everything lands in one JSON file, rewritten after every boot, so a run cut shor
         --profiles fixtures/profiles/gpu-ref-small.toml --profile eagle3-tuned --gpu 0 \\
         --baseline-boots 2 --reps 20 --levels 0,5,8 --runs 10 --budget-s 500 --out drift-gpu0.json
 
-Run one experiment at a time per host: a second server booting beside a measured one (its weight
-init and graph capture load every CPU) moved the measured one by up to 15% (data/drift-parallel-*).
+The first run (data/drift-parallel-*) ran one experiment per GPU at once; the second
+(data/drift-seq-gpu0.json) ran one alone. The healthy medians spread about as much in both (4.2%
+and 6.2%), so the noise is the machine's, not the neighbour's.
 """
 
 from __future__ import annotations

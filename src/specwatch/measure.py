@@ -127,12 +127,18 @@ async def measure_async(server: RunningServer, wl: Workload, progress: Progress 
         runs: list[RunSample] = []
         started = time.perf_counter()
         last_note = started
+        slots = len(prompts) // per
         with gpuclock.ClockSampler() as clocks:
-            for i in range(wl.warmup, wl.warmup + wl.runs):
-                runs.append(await _one_run(client, prompts[i * per:(i + 1) * per], wl))
+            i = wl.warmup
+            while len(runs) < wl.runs or time.perf_counter() - started < wl.min_duration_s:
+                slot = i if i < slots else wl.warmup + (i - wl.warmup) % max(1, slots - wl.warmup)
+                runs.append(await _one_run(client, prompts[slot * per:(slot + 1) * per], wl))
+                i += 1
                 now = time.perf_counter()
-                if now - last_note > 10 or i == wl.warmup + wl.runs - 1:
-                    note(f"{server.profile.name} {wl.name}: run {len(runs)}/{wl.runs}, "
+                done = len(runs) >= wl.runs and now - started >= wl.min_duration_s
+                if now - last_note > 10 or done:
+                    goal = f"{wl.runs}" + (f", ≥ {wl.min_duration_s:g} s" if wl.min_duration_s else "")
+                    note(f"{server.profile.name} {wl.name}: run {len(runs)}/{goal} ({now - started:.0f} s), "
                          f"{runs[-1].output_tok_s:.1f} tok/s")
                     last_note = now
         wall = time.perf_counter() - started

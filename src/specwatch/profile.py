@@ -142,6 +142,9 @@ class Gates:
     spec_margin: float = 0.0  # speculative >= baseline * (1 + margin)
     tuned_tolerance: float = 0.02  # tuned >= untuned * (1 - tolerance)
     expect_tuning_effect: bool = False  # on NVLink graphed all-reduce, tuning changes ~nothing
+    # A significant tuned/untuned difference smaller than this is "no meaningful effect", never a win:
+    # on the H200 pair, boot-to-boot drift alone moved the pair by 2% at p = 0.0015.
+    tuning_min_effect: float = 0.05
     # Boot the two servers of a relative gate in alternation (A B A B ...) this many rounds, each
     # round a fresh boot: drift of the machine and boot-to-boot differences then hit both sides
     # alike instead of deciding the verdict (docs/validation/README.md, section 3). 1: one boot each.
@@ -284,7 +287,8 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
             raise UsageError(f"{source}: fixtures.{role}: no server named {name!r}")
         roles[role] = name
     gates_raw = dict(data.get("gates") or {})
-    unknown = set(gates_raw) - {"spec_margin", "tuned_tolerance", "expect_tuning_effect", "alternate_rounds"}
+    unknown = set(gates_raw) - {"spec_margin", "tuned_tolerance", "expect_tuning_effect", "alternate_rounds",
+                             "tuning_min_effect"}
     if unknown:
         raise UsageError(f"{source}: gates: unknown key(s) {', '.join(sorted(unknown))}")
     rounds = gates_raw.get("alternate_rounds", 1)
@@ -295,7 +299,7 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
 
 
 def _parse_workload(source: str, raw: Any) -> dict[str, Any]:
-    """``[workload]``: runs, warmup, warmup_s, max_new_tokens for every workload of the set."""
+    """``[workload]``: runs, warmup, warmup_s, min_duration_s, max_new_tokens for every workload."""
     from specwatch.workload import PROFILE_OVERRIDABLE
 
     _expect(f"{source}: workload", raw, dict, "a table")
@@ -305,7 +309,7 @@ def _parse_workload(source: str, raw: Any) -> dict[str, Any]:
                          f"known: {', '.join(PROFILE_OVERRIDABLE)}")
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        number = float if key == "warmup_s" else int
+        number = float if key.endswith("_s") else int
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
         if not ok or (number is int and not isinstance(value, int)):
             raise UsageError(f"{source}: workload.{key}: must be a non-negative {number.__name__}, got {value!r}")

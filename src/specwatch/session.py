@@ -159,8 +159,23 @@ class Session:
         prof = self.profile_for(role_or_name)
         key = (prof.name, workload)
         if key not in self.measurements:
-            self.measurements[key] = measure(self.server(prof.name), self.workload(workload), self.progress)
+            pair = self._alternating_pair(prof.name)
+            if pair:  # its relative gate boots it in alternation anyway: reuse those pooled runs
+                self.measure_pair(*pair, workload)
+            else:
+                self.measurements[key] = measure(self.server(prof.name), self.workload(workload), self.progress)
         return self.measurements[key]
+
+    def _alternating_pair(self, name: str) -> tuple[str, str] | None:
+        """The first relative-gate pair (baseline/spec, then untuned/tuned) that boots ``name`` in
+        alternation, when ``gates.alternate_rounds`` > 1; else None."""
+        if self.profiles.gates.alternate_rounds <= 1 or self.config.server_url:
+            return None
+        for first, second in (("baseline", "spec"), ("untuned", "tuned")):
+            a, b = self.profiles.for_role(first), self.profiles.for_role(second)
+            if a and b and a.name != b.name and name in (a.name, b.name):
+                return a.name, b.name
+        return None
 
     def measure_pair(self, first: str, second: str, workload: str = "single-stream") -> tuple[Any, Any]:
         """Measurements of two servers for a relative gate (memoised per pair).
@@ -190,6 +205,8 @@ class Session:
                     m = measure(self.server(name), share, self.progress)
                     merged[name] = merge(merged[name], m) if name in merged else m
             self.measurements_alternating[key] = (merged[a], merged[b])
+            for name in (a, b):  # floors, drift and the results file use the pooled runs too
+                self.measurements.setdefault((name, workload), merged[name])
         return self.measurements_alternating[key]
 
     # -- what measurements are compared against --------------------------------------------

@@ -36,6 +36,10 @@ class Workload:
     # Keep warming up (beyond ``warmup`` runs) until this many seconds of load have passed: an idle
     # GPU sits at a low clock, and runs of a few hundred ms can end before it has ramped up.
     warmup_s: float = 0.0
+    # Keep measuring (beyond ``runs``) until this many seconds have passed. On a machine whose speed
+    # wanders over seconds, a session's median then averages many of those moments instead of one
+    # (docs/validation/README.md, section 6: 3-s windows spread 5.6%, blocks of 4 windows 3.3%).
+    min_duration_s: float = 0.0
     max_new_tokens: int = 128
     prompt_words: int = 24
     seed: int = 0
@@ -53,6 +57,9 @@ class Workload:
             raise UsageError(f"workload {self.name}: warmup must be ≥ 0, got {self.warmup}")
         if not 0 <= self.warmup_s <= 600:
             raise UsageError(f"workload {self.name}: warmup_s must be in [0, 600] seconds, got {self.warmup_s}")
+        if not 0 <= self.min_duration_s <= 3600:
+            raise UsageError(f"workload {self.name}: min_duration_s must be in [0, 3600] seconds, "
+                             f"got {self.min_duration_s}")
 
     def prompts(self) -> list[str]:
         """One prompt per request of every run, warmup included."""
@@ -66,7 +73,7 @@ class Workload:
 
 
 #: Workload fields that a profile set's ``[workload]`` table may override.
-PROFILE_OVERRIDABLE = ("runs", "warmup", "warmup_s", "max_new_tokens")
+PROFILE_OVERRIDABLE = ("runs", "warmup", "warmup_s", "min_duration_s", "max_new_tokens")
 
 SINGLE_STREAM = Workload("single-stream")
 CONCURRENT_4 = Workload("concurrency-4", concurrency=4, runs=6)

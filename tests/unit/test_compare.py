@@ -204,3 +204,18 @@ def test_negative_margin_is_a_bound_not_a_win():
     much_slower = [60.0 + i * 0.3 for i in range(8)]  # the case study's 60 against 82 is 0.73x
     assert relative_gate(slightly_slower, base, margin=-0.2).passed
     assert relative_gate(much_slower, base, margin=-0.2).verdict.value == "fail"
+
+
+def test_tuning_effect_needs_significance_and_size():
+    from specwatch.gates import tuning_effect
+
+    rng = np.random.default_rng(11)
+    untuned = list(826 * (1 + 0.01 * rng.standard_normal(21)))
+    small = relative_gate(list(844.6 * (1 + 0.01 * rng.standard_normal(21))), untuned)  # NVLink, +2.3%
+    assert small.passed
+    text, verdict = tuning_effect(small, 0.05)
+    assert verdict == "no_effect" and text.startswith("no meaningful effect") and "5%" in text
+    big = relative_gate(list(826 * 1.11 * (1 + 0.01 * rng.standard_normal(21))), untuned)  # sockets, ~11%
+    assert tuning_effect(big, 0.05)[1] == "pass"
+    same = relative_gate(list(826 * (1 + 0.05 * rng.standard_normal(21))), untuned)
+    assert tuning_effect(same, 0.05)[1] in ("no_effect", "inconclusive")

@@ -102,3 +102,31 @@ def test_replay_h200_session_rule_never_flags_a_healthy_boot() -> None:
         pooled = [x for s in others for x in s]
         verdicts.append(compare(r["0"], pooled, reference_sessions=others).verdict)
     assert Verdict.REGRESSION not in verdicts and Verdict.IMPROVEMENT not in verdicts, verdicts
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSION2 = ROOT / "docs" / "validation" / "data" / "session2"
+
+
+@pytest.mark.parametrize("run", ["healthy", "slow8"])
+def test_h200_pytest_runs_against_one_session_and_against_the_18_session_baseline(
+        run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Session 2 on the H200: the healthy rerun and the 8% slowdown measured the same (1091 vs 1089).
+
+    Against the one-session baseline recorded just before, runs alone call both a regression (the
+    healthy one falsely); against the committed 18-session baseline both are within the machine's
+    session-to-session drift.
+    """
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_OK, EXIT_REGRESSION
+
+    results = str(SESSION2 / f"results-{run}.json")
+    assert main(["compare", str(SESSION2 / "baseline-one-session-eagle3-tuned.json"), results]) == EXIT_REGRESSION
+    assert "eagle3-tuned/single-stream/decode_tok_s: regression" in capsys.readouterr().out
+    committed = ROOT / "baselines" / "h200x1" / "eagle3-tuned.json"
+    assert main(["compare", str(committed), results]) == EXIT_OK
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("eagle3-tuned/single-stream/decode_tok_s"))
+    assert row.split()[-1] == "noisy", out
+    doc = json.loads(committed.read_text())["metrics"]["single-stream/decode_tok_s"]
+    assert len(doc["sessions"]) == 18
