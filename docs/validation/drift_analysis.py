@@ -14,6 +14,7 @@ It prints the verdict counts per level, the spread of the healthy medians, and, 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import statistics
 import sys
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--write-results", metavar="DIR", help="one results file per boot's healthy level")
     ap.add_argument("--machine-from", metavar="RESULTS", help="copy the machine fingerprint from this results file")
+    ap.add_argument("--commit", help="the commit the experiment ran (its results files carry it)")
     a = ap.parse_args(argv)
     doc = json.loads(Path(a.data).read_text())
     boots = doc["boots"]
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         machine = ResultSet.load(a.machine_from).machine if a.machine_from else {}
         for k, b in enumerate(boots):
             lv = b["levels"]["0"]
-            rs = ResultSet(machine=dict(machine), commit=None)
+            when = dt.datetime.fromisoformat(doc["started"]) + dt.timedelta(seconds=lv.get("t_s", 0.0))
+            rs = ResultSet(machine=dict(machine), commit=a.commit, created=when.isoformat())
             extra = {"runs": len(lv[METRIC]), "concurrency": 1, "max_new_tokens": doc["workload"]["max_new_tokens"],
                      "source": f"{Path(a.data).name} boot {k}"}
             if lv.get("gpu_state"):

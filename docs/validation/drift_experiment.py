@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0, help="start no boot after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", type=int, default=0, help="runs per level (default: the profile set's)")
+    ap.add_argument("--min-duration-s", type=float, default=None,
+                    help="measure each level for at least this long (default: the profile set's)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     levels = [float(x) for x in a.levels.split(",")]
@@ -77,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     wl = replace(WORKLOADS["single-stream"], **ps.workload)
     if a.runs:
         wl = replace(wl, runs=a.runs)
+    if a.min_duration_s is not None:
+        wl = replace(wl, min_duration_s=a.min_duration_s)
     later = replace(wl, warmup=2, warmup_s=0.0)  # the GPU is already under load after the first level
     rng = random.Random(a.seed * 1000 + a.gpu)
     out = {"version": FORMAT_VERSION, "started": utc_now(), "profile": prof.name, "profiles": a.profiles,
            "gpu": a.gpu, "levels": levels, "workload": {"runs": wl.runs, "warmup": wl.warmup,
-                                                          "warmup_s": wl.warmup_s, "max_new_tokens": wl.max_new_tokens},
+                                                          "warmup_s": wl.warmup_s, "max_new_tokens": wl.max_new_tokens,
+                                                          "min_duration_s": wl.min_duration_s},
            "boots": []}
     t0 = time.monotonic()
     boot_s: list[float] = []

@@ -4,17 +4,7 @@
 # 8% slowdown). Usage from the repository root: bash docs/validation/gpu_session2.sh WORKDIR
 set -u
 W=$1; mkdir -p "$W"
-common=(-p no:cacheprovider -rA --specwatch-baseline-dir "$W/baselines" --specwatch-history "$W/history.sqlite")
-run() {  # name, timeout, pytest args...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  timeout "$limit" python3 -m pytest "$@" > "$W/$name.txt" 2>&1
-  echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$W/stages.txt"
-  grep -E "passed|failed" "$W/$name.txt" | tail -1 | tee -a "$W/stages.txt"
-}
-variant() {  # base profile, output, extra TOML line for [defaults]
-  awk -v extra="$3" '{print} /^\[defaults\]/{print extra}' "$1" > "$2"
-}
+source "$(dirname "$0")/stages.sh"
 P2=fixtures/profiles/gpu-ref-small-tp2.toml
 variant $P2 "$W/socket.toml" 'extra_env = { NCCL_P2P_DISABLE = "1", NCCL_SHM_DISABLE = "1" }'
 sed -i 's/^expect_tuning_effect = false.*/expect_tuning_effect = true/' "$W/socket.toml"

@@ -10,17 +10,7 @@
 #         tuned against untuned with NCCL forced onto sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1).
 set -u
 stage=$1; W=$2; mkdir -p "$W"
-common=(-p no:cacheprovider -rA --specwatch-baseline-dir "$W/baselines" --specwatch-history "$W/history.sqlite")
-run() {  # name, timeout, pytest args...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  timeout "$limit" python -m pytest "$@" > "$W/$name.txt" 2>&1
-  echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$W/stages.txt"
-  grep -E "passed|failed" "$W/$name.txt" | tail -1 | tee -a "$W/stages.txt"
-}
-variant() {  # base profile, output, extra TOML lines for [defaults]
-  awk -v extra="$3" '{print} /^\[defaults\]/{print extra}' "$1" > "$2"
-}
+source "$(dirname "$0")/stages.sh"
 if [ "$stage" = tp1 ]; then
   export CUDA_VISIBLE_DEVICES=0
   P=fixtures/profiles/gpu-ref-small.toml

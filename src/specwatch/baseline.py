@@ -268,12 +268,12 @@ class BaselineStore:
 
     def record_all(self, results: ResultSet, *, machine_class: str | None = None,
                    keep_sessions: int = 1) -> list[Path]:
-        """Record one baseline per profile of a results file (its machine and commit)."""
+        """Record one baseline per profile of a results file (its machine, commit and time)."""
         mc = machine_class or results.machine_class
         if not mc:
             raise UsageError("the results file has no machine.machine_class; pass the machine class")
         return [
             self.record(mc, prof, results.machine, results.commit, results.for_profile(prof),
-                        keep_sessions=keep_sessions)
+                        recorded=results.created, keep_sessions=keep_sessions)
             for prof in results.profiles()
         ]

@@ -78,6 +78,12 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     from specwatch.result import ResultSet
 
     rs = ResultSet.load(args.results)
+    if args.metric:
+        unknown = set(args.metric) - {r.metric for r in rs.results}
+        if unknown:
+            raise UsageError(f"{args.results} has no metric {', '.join(sorted(unknown))}")
+        rs = ResultSet(machine=rs.machine, commit=rs.commit, created=rs.created,
+                       results=[r for r in rs.results if r.metric in args.metric])
     store = BaselineStore(args.baseline_dir)
     for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions):
         print(f"wrote {path}")
@@ -192,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--machine-class", default=None)
     p.add_argument("--keep-sessions", type=int, default=1,
                    help="keep the samples of this many recording sessions, this one included (default 1: replace)")
+    p.add_argument("--metric", action="append", default=[],
+                   help="record only this metric (repeatable; default: every metric of the file)")
     p.set_defaults(func=_cmd_baseline_update)
     p = base.add_parser("show", help="list stored baselines")
     p.add_argument("--baseline-dir", default="baselines")

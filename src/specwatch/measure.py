@@ -9,6 +9,7 @@ window that was timed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -108,54 +109,110 @@ async def _one_run(client: Client, prompts: list[str], wl: Workload) -> RunSampl
     )
 
 
-async def measure_async(server: RunningServer, wl: Workload, progress: Progress | None = None) -> Measurement:
-    """Warm up, flush, then time ``wl.runs`` runs, capturing counters and log lines around them."""
-    note = progress or (lambda msg: None)
-    prompts = wl.prompts()
-    per = wl.concurrency
-    async with Client(server.url) as client:
+class _Measuring:
+    """One server's side of a measurement: warm-up, timed runs, counters and log lines around them."""
+
+    def __init__(self, server: RunningServer, wl: Workload, client: Client) -> None:
+        self.server, self.wl, self.client = server, wl, client
+        self.prompts = wl.prompts()
+        self.per = wl.concurrency
+        self.slots = len(self.prompts) // self.per
+        self.runs: list[RunSample] = []
+        self.next_slot = wl.warmup
+
+    async def warm_up(self) -> None:
+        """Warm-up runs (excluded), the flush, and the counters before the timed runs."""
+        wl, per = self.wl, self.per
         warm_start = time.perf_counter()
         for i in range(wl.warmup):
-            await _one_run(client, prompts[i * per:(i + 1) * per], wl)
+            await _one_run(self.client, self.prompts[i * per:(i + 1) * per], wl)
         while time.perf_counter() - warm_start < wl.warmup_s:  # same prompts: every run is a repeat
-            await _one_run(client, prompts[:per], wl)
+            await _one_run(self.client, self.prompts[:per], wl)
         if wl.flush_after_warmup:
-            await client.flush_cache()
-        info_before = await client.server_info()
-        text_before = await client.metrics()
-        log_start = server.log_size()
-        runs: list[RunSample] = []
+            await self.client.flush_cache()
+        self.info_before = await self.client.server_info()
+        self.text_before = await self.client.metrics()
+        self.log_start = self.server.log_size()
+
+    async def run_once(self) -> RunSample:
+        """One timed run (past ``runs``, the measured prompts come round again)."""
+        wl, i = self.wl, self.next_slot
+        slot = i if i < self.slots else wl.warmup + (i - wl.warmup) % max(1, self.slots - wl.warmup)
+        self.runs.append(await _one_run(self.client, self.prompts[slot * self.per:(slot + 1) * self.per], wl))
+        self.next_slot += 1
+        return self.runs[-1]
+
+    def done(self, elapsed: float) -> bool:
+        return len(self.runs) >= self.wl.runs and elapsed >= self.wl.min_duration_s
+
+    def note(self, note: Progress, elapsed: float) -> None:
+        wl = self.wl
+        goal = f"{wl.runs}" + (f", ≥ {wl.min_duration_s:g} s" if wl.min_duration_s else "")
+        note(f"{self.server.profile.name} {wl.name}: run {len(self.runs)}/{goal} ({elapsed:.0f} s), "
+             f"{self.runs[-1].output_tok_s:.1f} tok/s")
+
+    async def finish(self, wall: float, gpu_state: dict[str, dict[str, float]]) -> Measurement:
+        """Counters after the runs, the log lines they wrote, and the Measurement."""
+        text_after = await self.client.metrics()
+        info_after = await self.client.server_info()
+        server = self.server
+        records: list[logscan.Record] = []
+        if server.log_path is not None:
+            records = logscan.LogWindow(server.log_path, start=self.log_start).records()
+        before = promtext.parse_text(self.text_before) if self.text_before is not None else None
+        after = promtext.parse_text(text_after) if text_after is not None else None
+        return Measurement(
+            profile=server.profile.name, workload=self.wl, runs=self.runs,
+            metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
+            server_info_before=self.info_before, server_info_after=info_after, log_records=records, wall_s=wall,
+            shared_host=server.shared_host, gpu_state=gpu_state,
+        )
+
+
+async def measure_async(server: RunningServer, wl: Workload, progress: Progress | None = None) -> Measurement:
+    """Warm up, flush, then time ``wl.runs`` runs, capturing counters and log lines around them."""
+    return (await measure_interleaved_async([server], wl, progress))[0]
+
+
+async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
+                                    progress: Progress | None = None) -> list[Measurement]:
+    """Measure several live servers with their runs interleaved: A B B A A B B A ...
+
+    The servers run one at a time, so they never compete; a machine whose speed wanders over
+    seconds then slows both sides alike instead of whichever happened to run in its slow moment
+    (docs/validation/README.md, section 6). The ABBA order also cancels a steady drift.
+    """
+    note = progress or (lambda msg: None)
+    async with contextlib.AsyncExitStack() as stack:
+        sides = []
+        for server in servers:
+            client = await stack.enter_async_context(Client(server.url))
+            side = _Measuring(server, wl, client)
+            await side.warm_up()
+            sides.append(side)
         started = time.perf_counter()
         last_note = started
-        slots = len(prompts) // per
+        k = 0
         with gpuclock.ClockSampler() as clocks:
-            i = wl.warmup
-            while len(runs) < wl.runs or time.perf_counter() - started < wl.min_duration_s:
-                slot = i if i < slots else wl.warmup + (i - wl.warmup) % max(1, slots - wl.warmup)
-                runs.append(await _one_run(client, prompts[slot * per:(slot + 1) * per], wl))
-                i += 1
+            while not all(side.done(time.perf_counter() - started) for side in sides):
+                for side in sides if k % 2 == 0 else sides[::-1]:
+                    await side.run_once()
+                k += 1
                 now = time.perf_counter()
-                done = len(runs) >= wl.runs and now - started >= wl.min_duration_s
-                if now - last_note > 10 or done:
-                    goal = f"{wl.runs}" + (f", ≥ {wl.min_duration_s:g} s" if wl.min_duration_s else "")
-                    note(f"{server.profile.name} {wl.name}: run {len(runs)}/{goal} ({now - started:.0f} s), "
-                         f"{runs[-1].output_tok_s:.1f} tok/s")
+                finished = all(side.done(now - started) for side in sides)
+                if now - last_note > 10 or finished:
+                    for side in sides:
+                        side.note(note, now - started)
                     last_note = now
         wall = time.perf_counter() - started
-        await asyncio.sleep(0.05)  # let the server flush its log line for the last batch
-        text_after = await client.metrics()
-        info_after = await client.server_info()
-    records: list[logscan.Record] = []
-    if server.log_path is not None:
-        records = logscan.LogWindow(server.log_path, start=log_start).records()
-    before = promtext.parse_text(text_before) if text_before is not None else None
-    after = promtext.parse_text(text_after) if text_after is not None else None
-    return Measurement(
-        profile=server.profile.name, workload=wl, runs=runs,
-        metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
-        server_info_before=info_before, server_info_after=info_after, log_records=records, wall_s=wall,
-        shared_host=server.shared_host, gpu_state=clocks.result,
-    )
+        await asyncio.sleep(0.05)  # let the servers flush their log lines for the last batch
+        return [await side.finish(wall, clocks.result) for side in sides]
+
+
+def measure_interleaved(servers: list[RunningServer], wl: Workload,
+                        progress: Progress | None = None) -> list[Measurement]:
+    """Synchronous :func:`measure_interleaved_async`."""
+    return asyncio.run(measure_interleaved_async(servers, wl, progress))
 
 
 def measure(server: RunningServer, wl: Workload, progress: Progress | None = None) -> Measurement:

@@ -94,14 +94,19 @@ class ServerPool:
         self.failed: dict[str, ServerBootError] = {}
         self._managed = managed_variables(self.profiles)
 
-    def get(self, profile: ServerProfile) -> RunningServer:
-        """The running server for ``profile``, booting it (after stopping any conflicting one)."""
+    def get(self, profile: ServerProfile, keep: tuple[str, ...] = ()) -> RunningServer:
+        """The running server for ``profile``, booting it (after stopping any conflicting one).
+
+        ``keep``: servers that stay up beside it on the same GPUs (interleaved relative gates; the
+        profiles must leave each other the memory, e.g. SGLang's ``--mem-fraction-static``).
+        """
         if profile.name in self.live and self.live[profile.name].process.alive():
             return self.live[profile.name]
         if profile.name in self.failed:
             raise self.failed[profile.name]
         for name in list(self.live):
-            self.stop(name)  # one server per GPU set: the pool's GPUs are all its servers share
+            if name not in keep:
+                self.stop(name)  # one server per GPU set: the pool's GPUs are all its servers share
         gpus = self.gpus[: profile.gpus_needed] if profile.gpus_needed else ()
         n = self.boots.get(profile.name, 0) + 1
         run_dir = self.run_dir / f"{_slug(profile.name)}-{n}"

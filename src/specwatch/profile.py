@@ -149,6 +149,10 @@ class Gates:
     # round a fresh boot: drift of the machine and boot-to-boot differences then hit both sides
     # alike instead of deciding the verdict (docs/validation/README.md, section 3). 1: one boot each.
     alternate_rounds: int = 1
+    # Keep both servers of a relative gate up at once and interleave their runs (A B B A ...), in
+    # every round: the machine's wander over seconds then hits both sides alike. Both must fit on
+    # the GPUs together (for SGLang, lower --mem-fraction-static in the profiles).
+    interleave_runs: bool = False
 
 
 @dataclass(frozen=True)
@@ -288,7 +292,7 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
         roles[role] = name
     gates_raw = dict(data.get("gates") or {})
     unknown = set(gates_raw) - {"spec_margin", "tuned_tolerance", "expect_tuning_effect", "alternate_rounds",
-                             "tuning_min_effect"}
+                             "tuning_min_effect", "interleave_runs"}
     if unknown:
         raise UsageError(f"{source}: gates: unknown key(s) {', '.join(sorted(unknown))}")
     rounds = gates_raw.get("alternate_rounds", 1)

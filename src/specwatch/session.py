@@ -168,8 +168,9 @@ class Session:
 
     def _alternating_pair(self, name: str) -> tuple[str, str] | None:
         """The first relative-gate pair (baseline/spec, then untuned/tuned) that boots ``name`` in
-        alternation, when ``gates.alternate_rounds`` > 1; else None."""
-        if self.profiles.gates.alternate_rounds <= 1 or self.config.server_url:
+        alternation or interleaves it, when the gates do; else None."""
+        gates = self.profiles.gates
+        if (gates.alternate_rounds <= 1 and not gates.interleave_runs) or self.config.server_url:
             return None
         for first, second in (("baseline", "spec"), ("untuned", "tuned")):
             a, b = self.profiles.for_role(first), self.profiles.for_role(second)
@@ -185,9 +186,10 @@ class Session:
         the runs, and the rounds' runs are pooled, so machine drift and boot-to-boot differences
         fall on both sides instead of between them.
         """
-        rounds = self.profiles.gates.alternate_rounds
+        gates = self.profiles.gates
+        rounds = gates.alternate_rounds
         a, b = self.profile_for(first).name, self.profile_for(second).name
-        if rounds <= 1 or self.config.server_url:
+        if (rounds <= 1 and not gates.interleave_runs) or self.config.server_url:
             return self.measure(a, workload), self.measure(b, workload)
         key = ("alternating", a, b, workload)
         if key not in self.measurements_alternating:
@@ -199,6 +201,16 @@ class Session:
             share = replace(wl, runs=max(1, -(-wl.runs // rounds)))
             merged: dict[str, Any] = {}
             for r in range(rounds):
+                if gates.interleave_runs:
+                    from specwatch.measure import measure_interleaved
+
+                    self.progress(f"interleaving {a} / {b} run by run: round {r + 1}/{rounds}")
+                    for name in (a, b):
+                        self.pool.stop(name)  # a fresh boot of both every round
+                    both = [self.pool.get(self.profiles.get(a)), self.pool.get(self.profiles.get(b), keep=(a,))]
+                    for name, m in zip((a, b), measure_interleaved(both, share, self.progress), strict=True):
+                        merged[name] = merge(merged[name], m) if name in merged else m
+                    continue
                 for name in (a, b):
                     self.progress(f"alternating {a} / {b}: round {r + 1}/{rounds}, {name}")
                     self.pool.stop(name)  # a fresh boot every round

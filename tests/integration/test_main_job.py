@@ -121,3 +121,21 @@ def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> N
     # the summary row counts the pooled runs: 2 rounds x 3 runs per side
     row = r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"
     assert re.search(row, out.stdout), out.stdout[-2000:]
+
+
+def test_relative_gate_can_interleave_two_live_servers_run_by_run(tmp_path: Path) -> None:
+    profile = tmp_path / "interleave.toml"
+    profile.write_text(ALTERNATING.replace("alternate_rounds = 2", "alternate_rounds = 1\ninterleave_runs = true"))
+    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py"), "-k", "tuned",
+           "-p", "no:cacheprovider", "-q", "--rootdir", str(ROOT), f"--specwatch-profiles={profile}",
+           f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'h.sqlite'}",
+           "--specwatch-runs=6", "--specwatch-warmup=1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stdout[-3000:]
+    boots = [line for line in out.stdout.splitlines() if "[specwatch] booting" in line]
+    assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"]
+    assert "interleaving eagle3-untuned / eagle3-tuned run by run: round 1/1" in out.stdout
+    assert "eagle3-untuned single-stream: run 6/6" in out.stdout and "eagle3-tuned single-stream: run 6/6" in out.stdout
+    row = r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"
+    assert re.search(row, out.stdout), out.stdout[-2000:]

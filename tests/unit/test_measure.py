@@ -41,3 +41,52 @@ def test_warmup_seconds_must_be_sane() -> None:
     assert Workload("w", warmup_s=2.5).warmup_s == 2.5
     with pytest.raises(UsageError, match="warmup_s"):
         Workload("w", warmup_s=-1)
+
+
+def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from specwatch import measure as measure_mod
+
+    order: list[str] = []
+
+    class FakeClient:
+        def __init__(self, url: str) -> None:
+            self.url = url
+
+        async def __aenter__(self) -> FakeClient:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def flush_cache(self) -> bool:
+            return True
+
+        async def server_info(self) -> dict:
+            return {"url": self.url}
+
+        async def metrics(self) -> None:
+            return None
+
+    async def fake_run(client: FakeClient, prompts: list[str], wl: Workload) -> RunSample:
+        order.append(client.url)
+        return RunSample(output_tok_s=100.0, decode_tok_s=110.0, ttft_ms=1.0, itl_ms=1.0, e2e_s=0.1,
+                         completion_tokens=8, client_overhead=0.0)
+
+    class FakeServer:
+        def __init__(self, name: str) -> None:
+            self.url, self.log_path, self.shared_host = name, None, False
+            self.profile = type("P", (), {"name": name})()
+
+        def log_size(self) -> int:
+            return 0
+
+    monkeypatch.setattr(measure_mod, "Client", FakeClient)
+    monkeypatch.setattr(measure_mod, "_one_run", fake_run)
+    wl = Workload("w", runs=4, warmup=1)
+    a, b = asyncio.run(measure_mod.measure_interleaved_async([FakeServer("A"), FakeServer("B")], wl))
+    assert order[:2] == ["A", "B"]  # warm-up: A's, then B's
+    assert "".join(order[2:]) == "ABBAABBA"
+    assert (a.profile, len(a.runs), b.profile, len(b.runs)) == ("A", 4, "B", 4)
+    assert a.server_info_after == {"url": "A"} and b.server_info_after == {"url": "B"}
