@@ -118,3 +118,19 @@ def test_baseline_update_can_keep_earlier_sessions(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "b" / "h200x2-nvlink" / "eagle3-tuned.json").read_text())
     metric = doc["metrics"]["single-stream/output_tok_s"]
     assert [s["commit"] for s in metric["sessions"]] == ["c1", "c2"] and len(metric["samples"]) == 8
+
+
+def test_baseline_update_stamps_the_results_time_and_can_pick_metrics(tmp_path: Path) -> None:
+    res = tmp_path / "r.json"
+    rs = ResultSet(machine={"machine_class": "h200x1"}, commit="c1", created="2026-11-29T20:57:50+00:00")
+    for metric, unit, higher in (("decode_tok_s", "tok/s", True), ("ttft_ms", "ms", False)):
+        rs.add(Result.make("eagle3-tuned", "single-stream", metric, unit=unit, higher_is_better=higher,
+                           samples=_noisy(100.0)))
+    rs.save(res)
+    bdir = str(tmp_path / "b")
+    assert main(["baseline", "update", str(res), "--baseline-dir", bdir, "--metric", "no_such"]) == EXIT_USAGE
+    assert main(["baseline", "update", str(res), "--baseline-dir", bdir, "--metric", "decode_tok_s"]) == EXIT_OK
+    doc = json.loads((tmp_path / "b" / "h200x1" / "eagle3-tuned.json").read_text())
+    assert list(doc["metrics"]) == ["single-stream/decode_tok_s"]
+    assert doc["recorded"] == "2026-11-29T20:57:50+00:00"
+    assert doc["metrics"]["single-stream/decode_tok_s"]["sessions"][0]["recorded"] == "2026-11-29T20:57:50+00:00"
