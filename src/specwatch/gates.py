@@ -74,7 +74,7 @@ def floor(session: Session, profile: str, workload: str = "single-stream") -> Ou
     prof = session.profile_for(profile)
     if prof.floor_tok_s is None:
         return Outcome("skip", f"profile {prof.name} sets no floor_tok_s")
-    m = session.measure(prof.name, workload)
+    m = session.measure(prof.name, workload, pooled=True)
     xs = m.samples(METRIC)
     lo, hi = _ci(xs)
     row = ReportRow(key=f"{prof.name}/{workload}/{METRIC} ≥ floor", n=len(xs), median=m.median_tok_s, unit="tok/s",
@@ -91,7 +91,7 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     from specwatch.measure import METRICS
 
     prof = session.profile_for(profile)
-    m = session.measure(prof.name, workload)
+    m = session.measure(prof.name, workload, pooled=True)
     current = m.samples(metric)
     unit, higher = METRICS[metric]
     if session.config.update_baselines:

@@ -152,14 +152,19 @@ class Session:
             wl = replace(wl, **self.profiles.workload)
         return wl.with_overrides(self.config.runs, self.config.warmup)
 
-    def measure(self, role_or_name: str, workload: str = "single-stream") -> Any:
-        """Measure a workload on a server once per session (memoised)."""
+    def measure(self, role_or_name: str, workload: str = "single-stream", *, pooled: bool = False) -> Any:
+        """Measure a workload on a server once per session (memoised).
+
+        ``pooled`` (the perf gates): when a relative gate boots this server in alternation anyway,
+        run that gate's measurement now and use its pooled runs, instead of one more boot. Either
+        way a pooled measurement that already exists is reused.
+        """
         from specwatch.measure import measure
 
         prof = self.profile_for(role_or_name)
         key = (prof.name, workload)
         if key not in self.measurements:
-            pair = self._alternating_pair(prof.name)
+            pair = self._alternating_pair(prof.name) if pooled else None
             if pair:  # its relative gate boots it in alternation anyway: reuse those pooled runs
                 self.measure_pair(*pair, workload)
             else:

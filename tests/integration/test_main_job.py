@@ -105,9 +105,10 @@ alternate_rounds = 2
 """
 
 
-def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> None:
-    profile = tmp_path / "alt.toml"
-    profile.write_text(ALTERNATING)
+def _tuned_gate(tmp_path: Path, profile_text: str) -> subprocess.CompletedProcess[str]:
+    """`pytest -m perf -k tuned` on a two-server profile set, 6 runs a side; asserts it passed."""
+    profile = tmp_path / "gates.toml"
+    profile.write_text(profile_text)
     cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py"), "-k", "tuned",
            "-p", "no:cacheprovider", "-q", "--rootdir", str(ROOT), f"--specwatch-profiles={profile}",
            f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'h.sqlite'}",
@@ -115,6 +116,11 @@ def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stdout[-3000:]
+    return out
+
+
+def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> None:
+    out = _tuned_gate(tmp_path, ALTERNATING)
     boots = [line for line in out.stdout.splitlines() if "[specwatch] booting" in line]
     assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"] * 2
     assert "round 2/2" in out.stdout
@@ -124,15 +130,8 @@ def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> N
 
 
 def test_relative_gate_can_interleave_two_live_servers_run_by_run(tmp_path: Path) -> None:
-    profile = tmp_path / "interleave.toml"
-    profile.write_text(ALTERNATING.replace("alternate_rounds = 2", "alternate_rounds = 1\ninterleave_runs = true"))
-    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py"), "-k", "tuned",
-           "-p", "no:cacheprovider", "-q", "--rootdir", str(ROOT), f"--specwatch-profiles={profile}",
-           f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'h.sqlite'}",
-           "--specwatch-runs=6", "--specwatch-warmup=1"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
-    assert out.returncode == 0, out.stdout[-3000:]
+    out = _tuned_gate(tmp_path, ALTERNATING.replace("alternate_rounds = 2",
+                                                    "alternate_rounds = 1\ninterleave_runs = true"))
     boots = [line for line in out.stdout.splitlines() if "[specwatch] booting" in line]
     assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"]
     assert "interleaving eagle3-untuned / eagle3-tuned run by run: round 1/1" in out.stdout
