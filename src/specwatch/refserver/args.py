@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ref-fault-eager-verify", action="store_true",
                    help="run the target verify without a CUDA graph (decode stays graphed)")
     g.add_argument("--ref-fault-slowdown", type=float, default=0.0, metavar="PCT",
-                   help="add PCT percent of real extra work to every engine step")
+                   help="add PCT percent of real extra work to every engine step "
+                        "(also settable while serving: POST /ref/fault {\"slowdown_pct\": PCT})")
     g.add_argument("--ref-fault-diverge", action="store_true",
                    help="accept one unverified draft token per cycle (breaks lossless greedy)")
     g.add_argument("--ref-fault-drop-env", action="append", default=[], metavar="PREFIX",
