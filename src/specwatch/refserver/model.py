@@ -3,7 +3,9 @@ SwiGLU MLP, Megatron tensor parallelism.
 
 Weights are random from the preset's seed, generated in full on the CPU with a ``torch.Generator``
 (the same on every rank and device), scaled, then sliced for this tensor-parallel rank, cast and
-moved. Layers at or beyond ``preset.tail_from`` (the realistic draft depth) have their output projections scaled by
+moved. A ``weights_on_device`` preset (ref-large) is generated on the serving device instead, one
+layer at a time (the same on every rank of one GPU model). Layers at or beyond
+``preset.tail_from`` (the realistic draft depth) have their output projections scaled by
 ``preset.tail_scale``, which sets how often the early-exit draft (first layers + final norm + shared
 LM head) agrees with the full target.
 """
@@ -11,6 +13,7 @@ LM head) agrees with the full target.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -24,30 +27,45 @@ KEEP_CPU_WEIGHTS = False  # benchmarks set True to reuse the full CPU weights ac
 _CPU_WEIGHTS: dict[tuple, dict] = {}
 
 
-def full_weights(p: Preset) -> dict:
-    """The unsharded float32 CPU weights of preset ``p``, from its seed (identical on every rank/device)."""
-    key = (p.seed, p.n_layers, p.d_model, p.n_heads, p.d_ff, p.vocab_size, p.tail_from, p.tail_scale)
-    if key in _CPU_WEIGHTS:
-        return _CPU_WEIGHTS[key]
-    g = torch.Generator(device="cpu").manual_seed(p.seed)
+def _generate(p: Preset, device: str | torch.device) -> Iterator[torch.Tensor | tuple[torch.Tensor, ...]]:
+    """Preset ``p``'s float32 weights from its seed, made on ``device`` one piece at a time: the
+    embedding, then one 7-tuple per layer (wq, wk, wv, wo, wgate, wup, wdown), then the LM head."""
+    g = torch.Generator(device=device).manual_seed(p.seed)
     d, hd, ff = p.d_model, p.head_dim, p.d_ff
 
     def randn(*shape: int, std: float) -> torch.Tensor:
-        return torch.randn(*shape, generator=g) * std
+        return torch.randn(*shape, generator=g, device=device) * std
 
-    embed = randn(p.vocab_size, d, std=1.0)
-    layers = []
+    yield randn(p.vocab_size, d, std=1.0)
     for i in range(p.n_layers):
         scale = 1.0 if i < p.tail_from else p.tail_scale
         wq, wk, wv = (randn(d, p.n_heads * hd, std=1 / math.sqrt(d)) for _ in range(3))
         wo = randn(p.n_heads * hd, d, std=1 / math.sqrt(d)) * scale
         wgate, wup = (randn(d, ff, std=1 / math.sqrt(d)) for _ in range(2))
         wdown = randn(ff, d, std=1 / math.sqrt(ff)) * scale
-        layers.append((wq, wk, wv, wo, wgate, wup, wdown))
-    out = {"embed": embed, "layers": layers, "head": randn(d, p.vocab_size, std=LOGIT_SCALE / math.sqrt(d))}
+        yield wq, wk, wv, wo, wgate, wup, wdown
+    yield randn(d, p.vocab_size, std=LOGIT_SCALE / math.sqrt(d))
+
+
+def full_weights(p: Preset) -> dict:
+    """The unsharded float32 CPU weights of preset ``p``, from its seed (identical on every rank/device)."""
+    key = (p.seed, p.n_layers, p.d_model, p.n_heads, p.d_ff, p.vocab_size, p.tail_from, p.tail_scale)
+    if key in _CPU_WEIGHTS:
+        return _CPU_WEIGHTS[key]
+    parts = list(_generate(p, "cpu"))
+    out = {"embed": parts[0], "layers": parts[1:-1], "head": parts[-1]}
     if KEEP_CPU_WEIGHTS:
         _CPU_WEIGHTS[key] = out
     return out
+
+
+def weight_parts(p: Preset, device: torch.device) -> Iterator[torch.Tensor | tuple[torch.Tensor, ...]]:
+    """The pieces of :func:`_generate` in order: made on ``device`` for a ``weights_on_device`` preset
+    served on an accelerator (one layer in memory at a time), else from the CPU weights."""
+    if p.weights_on_device and device.type != "cpu":
+        return _generate(p, device)
+    full = full_weights(p)
+    return iter([full["embed"], *full["layers"], full["head"]])
 
 
 class _Layer:
@@ -90,14 +108,15 @@ class RefModel:
     def _build_weights(self) -> None:
         p, r, n = self.preset, self.tp_rank, self.tp_size
         hd, hl, ffl = p.head_dim, self.heads, p.d_ff // n
-        full = full_weights(p)
+        parts = weight_parts(p, self.device)
 
         def put(t: torch.Tensor) -> torch.Tensor:
             return t.to(dtype=self.dtype).contiguous().to(self.device)
 
-        self.embed = full["embed"].to(self.device)  # float32: the residual stream is float32
+        self.embed = next(parts).to(self.device)  # float32: the residual stream is float32
         self.layers: list[_Layer] = []
-        for wq, wk, wv, wo, wgate, wup, wdown in full["layers"]:
+        for _ in range(p.n_layers):
+            wq, wk, wv, wo, wgate, wup, wdown = next(parts)
             cols = slice(r * hl * hd, (r + 1) * hl * hd)
             fcols = slice(r * ffl, (r + 1) * ffl)
             self.layers.append(_Layer(
@@ -108,8 +127,9 @@ class RefModel:
                 attn_norm=torch.ones(p.d_model, device=self.device),
                 mlp_norm=torch.ones(p.d_model, device=self.device),
             ))
+            del wq, wk, wv, wo, wgate, wup, wdown
         self.final_norm = torch.ones(p.d_model, device=self.device)
-        self.head = put(full["head"])
+        self.head = put(next(parts))
 
     def _build_rope(self) -> None:
         half = self.head_dim // 2

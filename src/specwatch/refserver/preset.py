@@ -15,6 +15,16 @@ target as the draft, so every draft token is accepted.
 | ref-small | 16 x 1024 | 16 | 2816 | 1024 | 1 | 0.08 | 2.42 / 2.91 |
 | ref-small-perfect | 16 x 1024 | 16 | 2816 | 1024 | 16 (= target) | 0.08 | 3 / 4 (f32 exact; bf16 ~3.98) |
 | ref-small-poor | 16 x 1024 | 16 | 2816 | 1024 | 1 | 1.0 | 1.01 / 1.01 |
+| ref-large | 32 x 6144 | 48 | 16384 | 1024 | 1 | 0.045 | ~2.4 (proxy) |
+| ref-large-perfect | 32 x 6144 | 48 | 16384 | 1024 | 32 (= target) | 0.045 | 3 / 4 |
+| ref-large-poor | 32 x 6144 | 48 | 16384 | 1024 | 1 | 0.7 | ~1 |
+
+``ref-large`` (14.5 B parameters, 29 GB in bfloat16) is for GPUs only. Its decode step is bound by
+memory bandwidth, about 7 ms on an H200, like the case study's 12 ms step on a 70 B model over 8
+GPUs: the server spends most of a cycle on the GPU, as a real one does, and little in Python, where a
+shared machine's noise lives (docs/validation/, section 7). Its weights are generated on the target
+device (``weights_on_device``), one layer at a time, so it boots in seconds; they are identical on
+every rank of one GPU model, not between a CPU and a GPU.
 
 A "-perfect" preset has the same target model as the plain (realistic) one, so greedy outputs of
 the two are identical. Accept lengths: greedy, float32 on CPU, 8 prompts (64 new tokens for tiny,
@@ -49,6 +59,7 @@ class Preset:
     tail_from: int  # first scaled layer: the realistic draft depth (so all quality variants of a family
     # with the same tail_scale share one target model)
     quality: str  # "realistic" | "perfect" | "poor"
+    weights_on_device: bool = False  # generate the weights on the serving device (big presets)
     vocab_size: int = VOCAB_SIZE
     rope_theta: float = 10000.0
 
@@ -64,9 +75,9 @@ class Preset:
 
 
 def _family(base: str, n_layers: int, d_model: int, n_heads: int, d_ff: int, ctx: int, seed: int,
-            draft_layers: int, realistic: float, poor: float) -> dict[str, Preset]:
+            draft_layers: int, realistic: float, poor: float, on_device: bool = False) -> dict[str, Preset]:
     common = dict(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, context_len=ctx, seed=seed)
-    common = dict(common, tail_from=draft_layers)
+    common = dict(common, tail_from=draft_layers, weights_on_device=on_device)
     return {
         base: Preset(base, draft_layers=draft_layers, tail_scale=realistic, quality="realistic", **common),
         # the same target as the realistic preset, drafted by the whole target
@@ -81,6 +92,7 @@ def _family(base: str, n_layers: int, d_model: int, n_heads: int, d_ff: int, ctx
 PRESETS: dict[str, Preset] = {
     **_family("ref-tiny", 4, 128, 4, 384, 1024, 1234, 1, realistic=0.35, poor=3.0),
     **_family("ref-small", 16, 1024, 16, 2816, 1024, 4321, 1, realistic=0.08, poor=1.0),
+    **_family("ref-large", 32, 6144, 48, 16384, 1024, 8765, 1, realistic=0.045, poor=0.7, on_device=True),
 }
 
 # Mean accept length per verify cycle (greedy, CPU float32), keyed by (preset, num_steps).
