@@ -66,11 +66,14 @@ def main(argv: list[str] | None = None) -> int:
             cur = b["levels"][lv][METRIC]
             others = [x["levels"]["0"][METRIC] for j, x in enumerate(boots) if j != me]
             pooled = [v for s in others for v in s]
-            counts[few][compare(cur, pooled2, tolerance=a.tolerance).verdict.value] += 1
+            if pooled2:
+                counts[few][compare(cur, pooled2, tolerance=a.tolerance).verdict.value] += 1
             counts[f"runs/{len(boots) - 1}"][compare(cur, pooled, tolerance=a.tolerance).verdict.value] += 1
             counts[f"sessions/{len(boots) - 1}"][
                 compare(cur, pooled, tolerance=a.tolerance, reference_sessions=others).verdict.value] += 1
         for rule, c in counts.items():
+            if not c:
+                continue
             cells = " | ".join(str(c.get(k, 0)) for k in kinds)
             print(f"| {lv}% | {rule} | {sum(c.values())} | {cells} |")
     if a.write_results:
