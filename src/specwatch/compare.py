@@ -282,8 +282,12 @@ def relative_gate(
     names: tuple[str, str] = ("a", "b"),
     n_resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
+    effect: float | None = None,
 ) -> GateResult:
     """Judge "a beats b by at least ``margin``" (a ≥ b·(1+margin), or a ≤ b/(1+margin) for latency).
+
+    ``effect`` is the change that the "need ~N runs" advice is sized for (default: the margin, or
+    the default tolerance when there is none).
 
     A negative margin is a bound rather than a win: "a is at most |margin| worse than b" (for
     example speculation on a machine where it is not expected to pay, such as the CPU smoke set).
@@ -309,7 +313,7 @@ def relative_gate(
     gain = ratio - 1.0 if higher_is_better else 1.0 / ratio - 1.0
     lo, hi = stats.bootstrap_ratio_ci(xa, xb, confidence=1 - alpha, n_resamples=n_resamples, seed=seed)
     cv_a, cv_b = stats.cv(xa), stats.cv(xb)
-    effect = margin if margin > 0 else DEFAULT_TOLERANCE
+    effect = effect if effect else (margin if margin > 0 else DEFAULT_TOLERANCE)
     need = stats.runs_needed(effect, max(cv_a, cv_b), alpha=alpha, power=power, alternative="greater")
     p_min = stats.min_attainable_p(xa.size, xb.size, "greater")
     want = f"{na} ≥ {nb}×{target:g}" if higher_is_better else f"{na} ≤ {nb}/{target:g}"

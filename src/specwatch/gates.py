@@ -168,7 +168,8 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outco
     # decode tok/s: the all-reduces that tuning changes run in every decode step; TTFT only adds noise.
     t_x, u_x = tuned.samples(DECODE_METRIC), untuned.samples(DECODE_METRIC)
     worse = compare.compare(t_x, u_x, tolerance=gates.tuned_tolerance, alpha=session.config.alpha)
-    gain = compare.relative_gate(t_x, u_x, alpha=session.config.alpha, names=(t_p.name, u_p.name))
+    gain = compare.relative_gate(t_x, u_x, alpha=session.config.alpha, names=(t_p.name, u_p.name),
+                                 effect=gates.tuning_min_effect)
     row = ReportRow(key=f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", n=gain.n_a,
                     median=statistics.median(t_x), unit="tok/s", baseline_median=statistics.median(u_x),
                     change=gain.ratio - 1, p=gain.p_differ, verdict=gain.verdict.value, samples=tuple(t_x),

@@ -63,6 +63,12 @@ def test_spread_vs_spread_is_noisy_not_a_win():
     g = relative_gate(a, b, names=("eagle3", "baseline"))
     assert g.verdict is GateVerdict.NO_EFFECT
     assert not g.passed
+    assert "runs per side to see 5%" in g.message
+    # the advice is sized for the effect the caller cares about (the tuned gate's tuning_min_effect)
+    g2 = relative_gate(a, b, names=("eagle3", "baseline"), effect=0.02)
+    assert "runs per side to see 2%" in g2.message and g2.verdict is GateVerdict.NO_EFFECT
+    need = [int(m.split("need ~")[1].split()[0]) for m in (g.message, g2.message)]
+    assert need[1] > need[0]
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -130,3 +130,28 @@ def test_h200_pytest_runs_against_one_session_and_against_the_18_session_baselin
     assert row.split()[-1] == "noisy", out
     doc = json.loads(committed.read_text())["metrics"]["single-stream/decode_tok_s"]
     assert len(doc["sessions"]) == 18
+
+
+SESSION3 = ROOT / "docs" / "validation" / "data" / "session3" / "pytest-call3"
+
+
+@pytest.mark.parametrize("gpu", [0, 1])
+@pytest.mark.parametrize("i", [1, 2, 3])
+def test_h200_ref_large_slowdown_flagged_and_healthy_rerun_not_against_a_baseline_of_this_machine(
+        gpu: int, i: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """Session 3 on the H200 (issue 5's check): ref-large, 8 sessions recorded through pytest on
+    this machine (4 per GPU), then 8% slowdown / healthy rerun pairs on both GPUs. Every slowed run
+    is a decode-throughput regression beyond the sessions' spread; no healthy rerun is flagged.
+    """
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_OK, EXIT_REGRESSION
+
+    baseline = str(SESSION3 / "baseline-8-sessions.json")
+    key = "large-eagle3-tuned/single-stream/decode_tok_s"
+    assert main(["compare", baseline, str(SESSION3 / f"g{gpu}-slow8-{i}.json")]) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert f"{key}: regression" in out and "8 baseline sessions spread" in out, out
+    assert main(["compare", baseline, str(SESSION3 / f"g{gpu}-healthy-{i}.json")]) == EXIT_OK
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith(key))
+    assert row.split()[-1] == "change" and "no" in row.split()[-2:], row
