@@ -12,7 +12,7 @@ import platform
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 Runner = Callable[[list[str]], "str | None"]
@@ -51,11 +51,50 @@ def parse_cuda_version(text: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def parse_topology(text: str | None) -> dict[str, Any]:
+def visible_devices(env: Mapping[str, str]) -> list[str] | None:
+    """The entries of ``CUDA_VISIBLE_DEVICES`` that CUDA would use, or None when it is unset.
+
+    Like CUDA, enumeration stops at the first entry that is neither an index ≥ 0 nor a GPU UUID
+    (so ``-1`` or an empty value hide every GPU).
+    """
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    out: list[str] = []
+    for tok in (t.strip() for t in raw.split(",")):
+        if not (tok.isdigit() or tok.startswith(("GPU-", "MIG-"))):
+            break
+        out.append(tok)
+    return out
+
+
+def select_visible(uuids: list[str], visible: list[str]) -> list[int] | None:
+    """nvidia-smi indices of the GPUs that ``visible`` (from :func:`visible_devices`) names, in its
+    order; None when that cannot be told (a MIG instance, or an index or UUID that does not exist)."""
+    picked: list[int] = []
+    for tok in visible:
+        if tok.isdigit():
+            idx = int(tok)
+            if idx >= len(uuids):
+                return None
+        elif tok.startswith("GPU-"):
+            hits = [i for i, u in enumerate(uuids) if u.startswith(tok)]
+            if len(hits) != 1:
+                return None
+            idx = hits[0]
+        else:
+            return None
+        if idx not in picked:
+            picked.append(idx)
+    return picked
+
+
+def parse_topology(text: str | None, only: Collection[int] | None = None) -> dict[str, Any]:
     """Summarise ``nvidia-smi topo -m``: link kinds between GPU pairs and one interconnect word.
 
     Returns ``{"links": {"NV18": 1}, "interconnect": "nvlink" | "pcie" | "mixed" | "none"}``;
     ``"pcie"`` covers PIX/PXB/PHB/NODE/SYS (``"sys"`` in ``"worst"`` when a pair crosses NUMA).
+    ``only``: count the pairs among these GPU indices alone (the visible ones).
     """
     lines = [_ANSI.sub("", ln).rstrip("\n") for ln in (text or "").splitlines()]
     rows = [[c.strip() for c in ln.split("\t")] for ln in lines]
@@ -68,9 +107,12 @@ def parse_topology(text: str | None) -> dict[str, Any]:
         if not re.fullmatch(r"GPU\d+", cells[0]):
             continue
         me = int(cells[0][3:])
+        if only is not None and me not in only:
+            continue
         for i, name in gpu_cols.items():
             # Header cell 0 is empty and row cell 0 is the row label, so indices line up.
-            if int(name[3:]) <= me or i >= len(cells):
+            other = int(name[3:])
+            if other <= me or i >= len(cells) or (only is not None and other not in only):
                 continue
             links[cells[i]] += 1
     if not links:
@@ -136,9 +178,22 @@ def fingerprint(
     *,
     runner: Runner = run_command,
     with_torch: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Fingerprint of this machine (plus the engine fields the caller fills), with machine_class."""
+    """Fingerprint of this machine (plus the engine fields the caller fills), with machine_class.
+
+    With ``CUDA_VISIBLE_DEVICES`` set (``env``, default the process's), only the GPUs it names
+    count: one GPU of a two-GPU host is an "h200x1" machine, as the servers booted here see it.
+    """
     gpus = parse_gpu_query(runner(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]))
+    visible = visible_devices(os.environ if env is None else env)
+    keep: list[int] | None = None
+    if visible is not None and gpus:
+        uuids = [ln.strip() for ln in (runner(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"])
+                                       or "").splitlines() if ln.strip()]
+        keep = select_visible(uuids if len(uuids) == len(gpus) else [""] * len(gpus), visible)
+        if keep is not None:
+            gpus = [gpus[i] for i in keep]
     fp: dict[str, Any] = {
         "gpu_model": None,
         "gpu_count": len(gpus),
@@ -161,7 +216,7 @@ def fingerprint(
             runner(["nvidia-smi"])
         )
         if len(gpus) > 1:
-            topo = parse_topology(runner(["nvidia-smi", "topo", "-m"]))
+            topo = parse_topology(runner(["nvidia-smi", "topo", "-m"]), only=keep)
             fp["interconnect"] = topo["interconnect"]
             fp["topology"] = topo["links"]
     tinfo = _torch_info() if with_torch else {"torch": None, "torch_cuda": None, "nccl": None}
@@ -218,4 +273,6 @@ __all__ = [
     "parse_gpu_query",
     "parse_topology",
     "run_command",
+    "select_visible",
+    "visible_devices",
 ]

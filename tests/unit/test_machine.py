@@ -175,3 +175,46 @@ def test_diff_fingerprints_lists_what_changed():
         "zz_extra: 1 → None",
     ]
     assert machine.diff_fingerprints(a, dict(a)) == []
+
+
+H200_UUIDS = "GPU-5f3c2a10-aaaa-bbbb-cccc-000000000000\nGPU-9e01d7b2-aaaa-bbbb-cccc-111111111111\n"
+
+
+def _h200_runner():
+    return fake_runner({
+        "--query-gpu=name,driver_version --format=csv,noheader": H200_QUERY,
+        "--query-gpu=uuid --format=csv,noheader": H200_UUIDS,
+        "--version": H200_VERSION,
+        "topo -m": H200_TOPO,
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(("cvd", "cls"), [
+    (None, "h200x2-nvlink"),  # unset: every GPU
+    ("0", "h200x1"),
+    ("1", "h200x1"),
+    ("1,0", "h200x2-nvlink"),
+    ("GPU-9e01", "h200x1"),  # a unique UUID prefix, as CUDA accepts
+    ("0,-1,1", "h200x1"),  # CUDA stops at the first invalid entry
+    ("", "cpu"),  # nothing visible: the servers get no GPU
+    ("-1", "cpu"),
+    ("7", "h200x2-nvlink"),  # no such GPU: cannot tell, so every GPU counts
+    ("MIG-abc", "h200x2-nvlink"),
+])  # fmt: skip
+def test_fingerprint_counts_only_the_visible_gpus(cvd: str | None, cls: str) -> None:
+    env = {} if cvd is None else {"CUDA_VISIBLE_DEVICES": cvd}
+    fp = machine.fingerprint(runner=_h200_runner(), with_torch=False, env=env)
+    assert fp["machine_class"].startswith(cls)
+    if cls == "h200x1":
+        assert fp["gpu_count"] == 1 and fp["interconnect"] == "none" and fp["topology"] == {}
+
+
+def test_visible_topology_counts_only_pairs_among_visible_gpus() -> None:
+    topo = machine.parse_topology(PCIE8_TOPO, only={0, 1, 2, 3})
+    assert topo["links"] == {"NODE": 6} and topo["worst"] == "NODE"
+    across = machine.parse_topology(PCIE8_TOPO, only={3, 4})
+    assert across["links"] == {"SYS": 1}
+    assert machine.select_visible(["GPU-a1", "GPU-a2"], ["GPU-a"]) is None  # ambiguous prefix
+    assert machine.select_visible(["GPU-a1", "GPU-b2"], ["1", "GPU-b", "0"]) == [1, 0]
+    assert machine.visible_devices({"CUDA_VISIBLE_DEVICES": " 2, 3 "}) == ["2", "3"]
+    assert machine.visible_devices({}) is None

@@ -20,11 +20,11 @@ target as the draft, so every draft token is accepted.
 | ref-large-poor | 32 x 6144 | 48 | 16384 | 1024 | 1 | 0.7 | 1.04 (H200, bf16) / - |
 
 ``ref-large`` (14.5 B parameters, 29 GB in bfloat16) is for GPUs only. Its decode step is bound by
-memory bandwidth: 9.7 ms as a CUDA graph on an H200 (31 ms eager), like the case study's 12 ms step on a 70 B model over 8
-GPUs: the server spends most of a cycle on the GPU, as a real one does, and little in Python, where a
-shared machine's noise lives (docs/validation/, section 7). Its weights are generated on the target
-device (``weights_on_device``), one layer at a time, so it boots in seconds; they are identical on
-every rank of one GPU model, not between a CPU and a GPU.
+memory bandwidth: 9.7 ms as a CUDA graph on an H200 (31 ms eager), like the case study's 12 ms
+step on a 70 B model over 8 GPUs: the server spends most of a cycle on the GPU, as a real one does,
+and little in Python, where a shared machine's noise lives (docs/validation/, section 7). Its
+weights are generated on the target device (``weights_on_device``), one layer at a time, so it
+boots in seconds; they are identical on every rank of one GPU model, not between a CPU and a GPU.
 
 A "-perfect" preset has the same target model as the plain (realistic) one, so greedy outputs of
 the two are identical. Accept lengths: greedy, float32 on CPU, 8 prompts (64 new tokens for tiny,
