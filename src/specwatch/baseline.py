@@ -48,7 +48,7 @@ BASELINE_MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 RECORD_HOW = "`pytest -m perf --update-baselines` or `specwatch baseline update RESULTS.json`"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # Fingerprint fields that never make two machines different for a baseline's purpose.
-_VOLATILE = frozenset({"os"})
+_VOLATILE = frozenset({"os", "host_id"})
 
 
 @dataclass
@@ -62,7 +62,8 @@ class BaselineMetric:
     samples: list[float]
     summary: stats.Summary
     extra: dict[str, Any] = field(default_factory=dict)
-    sessions: list[dict[str, Any]] = field(default_factory=list)  # oldest first: recorded, commit, samples
+    # oldest first: recorded, commit, samples and, since session 3, host (machine.host_id)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -77,13 +78,40 @@ class BaselineMetric:
             "summary": self.summary.to_dict(), "extra": dict(self.extra), "sessions": list(self.sessions),
         }  # fmt: skip
 
+    def reference_for(self, host: str | None, min_sessions: int) -> tuple[list[float], list[list[float]], str]:
+        """The samples, the per-session samples and a note, for a comparison made on machine ``host``.
+
+        With at least ``min_sessions`` sessions recorded on this very machine, only those count: a
+        per-machine baseline, because machines of one class differ by a few percent (leases of the
+        lent H200s by 5%, docs/validation/README.md section 7). Otherwise every session counts, and
+        the note says when none of them was recorded here.
+        """
+        kept = [s for s in self.sessions if s.get("samples")]
+        if not kept:
+            return list(self.samples), [], ""
+        mine = [s for s in kept if host and s.get("host") == host]
+        if min_sessions <= len(mine) < len(kept):
+            pooled = [float(x) for s in mine for x in s["samples"]]
+            return pooled, [list(s["samples"]) for s in mine], (
+                f"judged against the {len(mine)} of its {len(kept)} sessions recorded on this machine")
+        hosts = {s["host"] for s in kept if s.get("host")}
+        note = ""
+        if host and hosts and host not in hosts:
+            note = (f"none of its {len(kept)} sessions was recorded on this machine (they come from "
+                    f"{len(hosts)} other machine(s) of the class); machines of one class can differ by a few "
+                    f"percent, which the sessions' spread covers only when they span several machines")
+        return list(self.samples), [list(s["samples"]) for s in kept], note
+
     @classmethod
     def from_result(cls, r: Result, *, recorded: str = "", commit: str | None = None,
-                    earlier: list[dict[str, Any]] | None = None, keep_sessions: int = 1) -> BaselineMetric:
+                    earlier: list[dict[str, Any]] | None = None, keep_sessions: int = 1,
+                    host: str | None = None) -> BaselineMetric:
         """From one result, after the kept ``earlier`` sessions (summary computed with a fixed seed)."""
         if not r.samples:
             raise UsageError(f"{r.key}: no samples to record as a baseline")
         session = {"recorded": recorded, "commit": commit, "samples": list(r.samples)}
+        if host:
+            session["host"] = host
         sessions = [*(earlier or []), session][-max(1, keep_sessions):]
         pooled = [float(x) for sess in sessions for x in sess["samples"]]
         return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
@@ -252,7 +280,8 @@ class BaselineStore:
         for r in mine:
             before = old.get(r.workload, r.metric) if old else None
             m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
-                                           earlier=before.sessions if before else None)
+                                           earlier=before.sessions if before else None,
+                                           host=fingerprint.get("host_id"))
             if m.name in metrics:
                 raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
             metrics[m.name] = m

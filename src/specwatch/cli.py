@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from specwatch import __version__
 from specwatch.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, SpecwatchError, UsageError
@@ -22,9 +23,9 @@ def _cmd_parse_log(args: argparse.Namespace) -> int:
     return parse_log_main(args.file)
 
 
-def _load_samples(path: str) -> tuple[dict[str, tuple[list[float], str, bool]], str, dict[str, list[list[float]]]]:
+def _load_samples(path: str) -> tuple[dict[str, tuple[list[float], str, bool]], str, dict[str, Any], dict[str, Any]]:
     """key -> (samples, unit, higher_is_better) from a results file or a baseline file, its label,
-    and key -> samples per recording session (baselines that kept several sessions)."""
+    key -> BaselineMetric (a baseline's, with its recording sessions), and the file's machine."""
     import json
 
     from specwatch.baseline import Baseline
@@ -34,37 +35,44 @@ def _load_samples(path: str) -> tuple[dict[str, tuple[list[float], str, bool]], 
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read JSON: {exc}") from None
-    sessions: dict[str, list[list[float]]] = {}
+    metrics: dict[str, Any] = {}
     if isinstance(doc, dict) and "metrics" in doc and "profile" in doc:
         base = Baseline.from_dict(doc, Path(path))
-        results = base.as_results()
+        results, machine = base.as_results(), base.machine
         label = f"baseline {path}"
-        for m in base.metrics.values():
-            sessions[make_key(base.profile, m.workload, m.metric)] = [list(x["samples"]) for x in m.sessions
-                                                                     if x.get("samples")]
+        metrics = {make_key(base.profile, m.workload, m.metric): m for m in base.metrics.values()}
     else:
-        results = ResultSet.load(path).results
+        rs = ResultSet.load(path)
+        results, machine = rs.results, rs.machine
         label = f"results {path}"
-    return {r.key: (list(r.samples), r.unit, r.higher_is_better) for r in results}, label, sessions
+    return {r.key: (list(r.samples), r.unit, r.higher_is_better) for r in results}, label, metrics, machine
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from specwatch import compare, stats
     from specwatch.report import ReportRow, summary_table
 
-    ref, ref_label, ref_sessions = _load_samples(args.baseline)
-    cur, _, _ = _load_samples(args.results)
+    ref, ref_label, ref_metrics, _ = _load_samples(args.baseline)
+    cur, _, _, cur_machine = _load_samples(args.results)
     common = sorted(set(ref) & set(cur))
     if not common:
         raise UsageError(f"{args.baseline} and {args.results} share no result key")
-    rows = []
+    rows, notes = [], []
     for key in common:
         samples, unit, higher = cur[key]
-        c = compare.compare(samples, ref[key][0], higher_is_better=higher, tolerance=args.tolerance, alpha=args.alpha,
-                            reference_sessions=ref_sessions.get(key) or None)
+        reference, sessions = ref[key][0], None
+        if key in ref_metrics:  # a baseline: its sessions, those of this machine when it has enough
+            reference, sessions, note = ref_metrics[key].reference_for(cur_machine.get("host_id"),
+                                                                       compare.MIN_SESSIONS)
+            if note and note not in notes:
+                notes.append(note)
+        c = compare.compare(samples, reference, higher_is_better=higher, tolerance=args.tolerance, alpha=args.alpha,
+                            reference_sessions=sessions or None)
         rows.append(ReportRow.from_comparison(key, c, unit=unit, samples=samples,
                                               median_ci=stats.bootstrap_median_ci(samples)))
     print(summary_table(rows, title=f"specwatch compare: {args.results} against {ref_label}"))
+    for note in notes:
+        print(f"baseline: {note}")
     for row in rows:
         if row.is_bad:
             print(f"{row.key}: {row.message}")

@@ -111,6 +111,8 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
                                     median_ci=_ci(current), extra={"reference": ref.source})
     msg = f"{prof.name} {workload} {metric} vs {ref.source}: {cmp.message}"
+    if ref.note:
+        msg += f"\nbaseline: {ref.note}"
     if cmp.is_regression and prof.role == "spec":
         base = session.profiles.for_role("baseline")
         baseline_m = session.measurements.get((base.name, workload)) if base else None

@@ -6,6 +6,7 @@ NCCL versions. torch is imported only when asked for and installed (it takes sec
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import platform
@@ -13,6 +14,7 @@ import re
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 Runner = Callable[[list[str]], "str | None"]
@@ -134,6 +136,24 @@ def parse_topology(text: str | None, only: Collection[int] | None = None) -> dic
     return {"links": dict(sorted(links.items())), "interconnect": kind, "worst": worst}
 
 
+def _machine_id() -> str:
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            text = Path(path).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            return text
+    return platform.node()
+
+
+def host_id(gpu_uuids: list[str]) -> str:
+    """Short stable id of this physical machine: a hash of the visible GPUs' UUIDs (the same GPUs
+    are the same machine, whatever VM or container they are lent to), else of the OS machine id."""
+    key = ",".join(sorted(gpu_uuids)) if gpu_uuids else f"machine-id:{_machine_id()}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -188,12 +208,16 @@ def fingerprint(
     gpus = parse_gpu_query(runner(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]))
     visible = visible_devices(os.environ if env is None else env)
     keep: list[int] | None = None
-    if visible is not None and gpus:
+    uuids: list[str] = []
+    if gpus:
         uuids = [ln.strip() for ln in (runner(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"])
                                        or "").splitlines() if ln.strip()]
-        keep = select_visible(uuids if len(uuids) == len(gpus) else [""] * len(gpus), visible)
+        uuids = uuids if len(uuids) == len(gpus) else []
+    if visible is not None and gpus:
+        keep = select_visible(uuids or [""] * len(gpus), visible)
         if keep is not None:
             gpus = [gpus[i] for i in keep]
+            uuids = [uuids[i] for i in keep] if uuids else []
     fp: dict[str, Any] = {
         "gpu_model": None,
         "gpu_count": len(gpus),
@@ -208,6 +232,7 @@ def fingerprint(
         "os": f"{platform.system()} {platform.release()}",
         "engine": engine,
         "engine_version": engine_version,
+        "host_id": host_id(uuids),
     }
     if gpus:
         names = Counter(g[0] for g in gpus)
@@ -268,6 +293,7 @@ __all__ = [
     "diff_fingerprints",
     "fingerprint",
     "gpu_slug",
+    "host_id",
     "machine_class",
     "parse_cuda_version",
     "parse_gpu_query",

@@ -43,6 +43,7 @@ class Reference:
     source: str
     sessions: list[list[float]]  # per recording session, when the baseline kept several
     extra: dict[str, Any]  # as recorded: runs, max_new_tokens, concurrency, ...
+    note: str = ""  # which sessions count, or that none was recorded on this machine
 
 
 @dataclass
@@ -281,9 +282,11 @@ class Session:
         warning = base.fingerprint_warning(self.fingerprint())
         if warning:
             self.progress(warning)
-        sessions = [list(x["samples"]) for x in entry.sessions if x.get("samples")]
-        return Reference(list(entry.samples), f"baseline {store.path_for(mc, profile)} ({base.recorded})",
-                         sessions, dict(entry.extra))
+        from specwatch.compare import MIN_SESSIONS
+
+        samples, sessions, note = entry.reference_for(self.fingerprint().get("host_id"), MIN_SESSIONS)
+        return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
+                         dict(entry.extra), note)
 
     def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
         """Record a check's conclusion for later diagnosis of perf failures."""

@@ -170,3 +170,63 @@ def test_a_baseline_spanning_sessions_carries_the_machines_drift() -> None:
     assert compare(healthy_later, fast).verdict is Verdict.REGRESSION  # one session: a false alarm
     assert compare(healthy_later, fast + drifted).verdict is not Verdict.REGRESSION
     assert compare(slowed, fast + drifted).verdict is Verdict.REGRESSION
+
+
+def _host_session(store: BaselineStore, host: str, center: float, i: int) -> Baseline:
+    """One recording session on machine ``host``: 8 runs tight around ``center``."""
+    rs = ResultSet(machine={"machine_class": "h200x1", "host_id": host}, commit=f"c{i}")
+    rs.add(Result.make("large-eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=[center * (1 + 0.002 * k) for k in range(-4, 4)]))
+    store.record("h200x1", "large-eagle3-tuned", rs.machine, rs.commit, rs, recorded=f"2026-11-29T22:{i:02d}",
+                 keep_sessions=20)
+    return store.load("h200x1", "large-eagle3-tuned")
+
+
+def test_sessions_remember_their_machine_and_a_machine_with_enough_sessions_is_judged_on_its_own(
+        tmp_path: Path) -> None:
+    """Session 3 on the lent H200s: leases of the "same" machine differed by 5%. Four sessions of
+    machine A near 200 tok/s and three of machine B near 210: on A (or B) only its own sessions
+    count, a new machine C is judged against all of them with a note, and an unknown host too."""
+    store = BaselineStore(tmp_path)
+    for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 210.0), ("aaaa", 201.0), ("bbbb", 209.0),
+                                        ("aaaa", 199.5), ("bbbb", 210.5), ("aaaa", 200.5)]):
+        base = _host_session(store, host, center + 0.1 * i, i)
+    m = base.get("single-stream", "decode_tok_s")
+    assert [s["host"] for s in m.sessions] == ["aaaa", "bbbb"] * 3 + ["aaaa"]
+    assert base.fingerprint_warning({"machine_class": "h200x1", "host_id": "cccc"}) is None  # not a mismatch
+
+    samples, sessions, note = m.reference_for("aaaa", 3)
+    assert len(sessions) == 4 and len(samples) == 32 and max(samples) < 205
+    assert note == "judged against the 4 of its 7 sessions recorded on this machine"
+    _, sessions_b, note_b = m.reference_for("bbbb", 3)
+    assert len(sessions_b) == 3 and "3 of its 7" in note_b
+    _, sessions_b, note_b = m.reference_for("bbbb", 4)  # too few of B's own: every session, no note
+    assert len(sessions_b) == 7 and note_b == ""
+    samples, sessions, note = m.reference_for("cccc", 3)
+    assert len(sessions) == 7 and samples == m.samples
+    assert note.startswith("none of its 7 sessions was recorded on this machine") and "2 other machine(s)" in note
+    assert m.reference_for(None, 3)[2] == ""
+
+    # the per-machine view is what catches a 6% slowdown on A that the class-wide spread hides
+    slowed = [188.0 * (1 + 0.002 * k) for k in range(-4, 4)]
+    own = m.reference_for("aaaa", 3)
+    assert compare(slowed, own[0], tolerance=0.05, reference_sessions=own[1]).verdict is Verdict.REGRESSION
+    every = m.reference_for("cccc", 3)
+    assert compare(slowed, every[0], tolerance=0.05, reference_sessions=every[1]).verdict is not Verdict.REGRESSION
+
+
+def test_cli_compare_uses_the_results_machine_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_REGRESSION
+
+    store = BaselineStore(tmp_path / "b")
+    for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 212.0), ("aaaa", 201.0), ("bbbb", 209.0),
+                                        ("aaaa", 199.5), ("bbbb", 211.0)]):
+        _host_session(store, host, center, i)
+    rs = ResultSet(machine={"machine_class": "h200x1", "host_id": "aaaa"})
+    rs.add(Result.make("large-eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=[188.0 * (1 + 0.002 * k) for k in range(-4, 4)]))
+    rs.save(tmp_path / "r.json")
+    path = store.path_for("h200x1", "large-eagle3-tuned")
+    assert main(["compare", str(path), str(tmp_path / "r.json")]) == EXIT_REGRESSION
+    assert "baseline: judged against the 3 of its 6 sessions recorded on this machine" in capsys.readouterr().out
