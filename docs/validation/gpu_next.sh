@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# What issue 7 still needs, ready for the next session's device time (nvidia-h200-x2), one stage
+# per call. Run from the repository root with the setproctitle wheel installed and
+# PYTHONPATH=/tmp/site:$PWD/src (docs/validation/README.md, "How it was run"):
+#   W=$OUT/n1 bash docs/validation/gpu_next.sh tenpct    # 19-of-20 row: 0 / 10% repetitions, ~520 s
+#   W=$OUT/n2 bash docs/validation/gpu_next.sh record    # ref-small baselines at 256 tokens, timed, ~560 s
+#   W=$OUT/n3 bash docs/validation/gpu_next.sh socket    # ref-small TP=2 over sockets, runs interleaved
+# Tested on CPU with P / P2 pointing at CPU variants of the profile sets.
+set -u
+stage=${1:?usage: gpu_next.sh tenpct|record|socket}
+W=${W:?set W to the output folder}; mkdir -p "$W"
+source "$(dirname "$0")/stages.sh"
+PL=${PL:-fixtures/profiles/gpu-ref-large.toml}
+P=${P:-fixtures/profiles/gpu-ref-small.toml}
+P2=${P2:-fixtures/profiles/gpu-ref-small-tp2.toml}
+BUDGET=${BUDGET:-470}
+
+if [ "$stage" = tenpct ]; then
+  # One boot per repetition on each GPU at once; judge with
+  #   drift_analysis.py data/session3/drift-large-gpu{0,1}-c.json (leave-one-out sessions rule)
+  for g in 0 1; do
+    python3 docs/validation/drift_experiment.py --profiles $PL --profile large-eagle3-tuned --gpu $g \
+      --baseline-boots 0 --reps 40 --levels 0,10 --budget-s "$BUDGET" --seed $((7 + g)) \
+      --out "$W/drift-large-gpu$g-c.json" > "$W/drift-large-gpu$g-c.log" 2>&1 &
+  done
+  wait
+fi
+
+if [ "$stage" = record ]; then
+  # h200x1: the whole default matrix on each GPU at once (wall time = the matrix's cost), both
+  # results files then added to one baseline set; h200x2-nvlink: the TP=2 matrix once.
+  for g in 0 1; do
+    CUDA_VISIBLE_DEVICES=$g run x1-g$g 300 -m perf tests/perf --specwatch-profiles $P --update-baselines \
+      --specwatch-report-dir "$W/x1-g$g" "${common[@]}" --specwatch-baseline-dir "$W/scratch-g$g" \
+      --specwatch-history "$W/history-g$g.sqlite" &
+  done
+  wait
+  run x2 240 -m perf tests/perf --specwatch-profiles $P2 --update-baselines --specwatch-report-dir "$W/x2" \
+    "${common[@]}" --specwatch-baseline-dir "$W/scratch-x2"
+  # the 18-session eagle3-tuned baseline gets these sessions too; the other seven start afresh
+  mkdir -p "$W/baselines-out/h200x1"
+  cp baselines/h200x1/eagle3-tuned.json "$W/baselines-out/h200x1/"
+  for f in "$W/x1-g0" "$W/x1-g1" "$W/x2"; do
+    [ -f "$f/results-latest.json" ] && python3 -m specwatch.cli baseline update "$f/results-latest.json" \
+      --baseline-dir "$W/baselines-out" --keep-sessions 20 >> "$W/baseline-update.txt" 2>&1
+  done
+fi
+
+if [ "$stage" = socket ]; then
+  variant $P2 "$W/socket.toml" 'extra_env = { NCCL_P2P_DISABLE = "1", NCCL_SHM_DISABLE = "1" }'
+  sed -i 's/^expect_tuning_effect = false.*/expect_tuning_effect = true/; s/^alternate_rounds = .*/alternate_rounds = 2/' \
+    "$W/socket.toml"
+  printf 'interleave_runs = true\ntuning_min_effect = 0.03\n' >> "$W/socket.toml"
+  run tp2-socket-small 400 -m perf tests/perf/test_gates.py -k tuned --specwatch-profiles "$W/socket.toml" \
+    --specwatch-machine-class h200x2-socket --specwatch-report-dir "$W/socket" "${common[@]}"
+fi
+true
