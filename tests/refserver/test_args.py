@@ -127,3 +127,24 @@ def test_drop_env_prefix_only_touches_the_worker_env() -> None:
     env = ra.worker_env(a, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "FOOBAR": "1", "PATH": "/bin"})
     assert env == {"PATH": "/bin"}
     assert ra.worker_env(resolve([]), {"NCCL_ALGO": "Ring"}) == {"NCCL_ALGO": "Ring"}
+
+
+def test_shipped_reference_profiles_boot_commands_parse_and_name_known_presets() -> None:
+    """Every reference-server profile under fixtures/profiles/ produces a command line the server
+    accepts (resolved as on a GPU host) for a preset that exists and divides by its TP size."""
+    from specwatch.profile import load_profiles
+    from specwatch.refserver.preset import get_preset
+
+    root = SRC.parent / "fixtures" / "profiles"
+    seen = 0
+    for path in sorted(root.glob("*.toml")):
+        for prof in load_profiles(path).servers.values():
+            if prof.engine != "reference":
+                continue
+            argv = prof.command("127.0.0.1", 30000)
+            cli = argv[argv.index("specwatch.refserver") + 1:]
+            args = resolve(cli, cuda=True)
+            preset = get_preset(args.model_path)
+            assert preset.n_heads % args.tp_size == 0 and preset.d_ff % args.tp_size == 0, (path.name, prof.name)
+            seen += 1
+    assert seen >= 12  # ref-small (1 and 2 GPUs), ref-large (1 GPU, sockets)
