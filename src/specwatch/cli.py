@@ -108,9 +108,10 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
     for mc, profile in pairs:
         base = store.load(mc, profile)
         for name, m in sorted(base.metrics.items()):
+            hosts = len({s["host"] for s in m.sessions if s.get("host")})
             print(f"{mc}/{profile} {name}: median {m.summary.median:.4g} {m.unit} "
                   f"[{m.summary.ci_low:.4g}, {m.summary.ci_high:.4g}] n={m.summary.n} cv={m.summary.cv:.1%} "
-                  f"sessions={len(m.sessions)} "
+                  f"sessions={len(m.sessions)}{f' machines={hosts}' if hosts else ''} "
                   f"(recorded {base.recorded}, commit {base.commit or '-'})")
     return EXIT_OK
 

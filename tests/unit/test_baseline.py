@@ -230,3 +230,25 @@ def test_cli_compare_uses_the_results_machine_sessions(tmp_path: Path, capsys: p
     path = store.path_for("h200x1", "large-eagle3-tuned")
     assert main(["compare", str(path), str(tmp_path / "r.json")]) == EXIT_REGRESSION
     assert "baseline: judged against the 3 of its 6 sessions recorded on this machine" in capsys.readouterr().out
+    assert main(["baseline", "show", "--baseline-dir", str(tmp_path / "b")]) == 0
+    assert "sessions=6 machines=2" in capsys.readouterr().out
+
+
+def test_the_drift_gates_reference_takes_this_machines_sessions_or_says_there_are_none(tmp_path: Path) -> None:
+    """Session.reference_samples (what the drift gate compares against) applies reference_for with
+    the session's own fingerprint."""
+    from specwatch.config import Config
+    from specwatch.session import Session
+
+    store = BaselineStore(tmp_path / "b")
+    for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 210.0)] * 3):
+        _host_session(store, host, center, i)
+    session = Session(Config(baseline_dir=str(tmp_path / "b")), progress=lambda m: None)
+    session._fingerprint = {"machine_class": "h200x1", "host_id": "aaaa"}
+    ref = session.reference_samples("large-eagle3-tuned", "single-stream", "decode_tok_s")
+    assert not isinstance(ref, str)
+    assert len(ref.sessions) == 3 and max(ref.samples) < 205 and "3 of its 6 sessions" in ref.note
+    session._fingerprint = {"machine_class": "h200x1", "host_id": "cccc"}
+    ref = session.reference_samples("large-eagle3-tuned", "single-stream", "decode_tok_s")
+    assert not isinstance(ref, str)
+    assert len(ref.sessions) == 6 and ref.note.startswith("none of its 6 sessions was recorded on this machine")
