@@ -3,11 +3,12 @@
 # per call. Run from the repository root with the setproctitle wheel installed and
 # PYTHONPATH=/tmp/site:$PWD/src (docs/validation/README.md, "How it was run"):
 #   W=$OUT/n1 bash docs/validation/gpu_next.sh tenpct    # 19-of-20 row: 0 / 10% repetitions, ~520 s
-#   W=$OUT/n2 bash docs/validation/gpu_next.sh record    # ref-small baselines at 256 tokens, timed, ~560 s
+#   W=$OUT/n2 bash docs/validation/gpu_next.sh record1   # ref-small h200x1 baselines at 256 tokens, matrix timed
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh socket    # ref-small TP=2 over sockets, runs interleaved
+#   W=$OUT/n3 bash docs/validation/gpu_next.sh record2   # ref-small h200x2-nvlink baselines (BUDGET: seconds left)
 # Tested on CPU with P / P2 pointing at CPU variants of the profile sets.
 set -u
-stage=${1:?usage: gpu_next.sh tenpct|record|socket}
+stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket}
 W=${W:?set W to the output folder}; mkdir -p "$W"
 source "$(dirname "$0")/stages.sh"
 PL=${PL:-fixtures/profiles/gpu-ref-large.toml}
@@ -26,23 +27,34 @@ if [ "$stage" = tenpct ]; then
   wait
 fi
 
-if [ "$stage" = record ]; then
-  # h200x1: the whole default matrix on each GPU at once (wall time = the matrix's cost), both
-  # results files then added to one baseline set; h200x2-nvlink: the TP=2 matrix once.
+if [ "$stage" = record1 ]; then
+  # h200x1: the whole default matrix on each GPU at once (its wall time is the matrix's cost), then
+  # floors/drift-only sessions on both GPUs while the call's time lasts. Every results file is
+  # merged into baselines/ afterwards, on the workstation (`specwatch baseline update`).
   for g in 0 1; do
-    CUDA_VISIBLE_DEVICES=$g run x1-g$g 300 -m perf tests/perf --specwatch-profiles $P --update-baselines \
+    CUDA_VISIBLE_DEVICES=$g run x1-g$g 400 -m perf tests/perf --specwatch-profiles $P --update-baselines \
       --specwatch-report-dir "$W/x1-g$g" "${common[@]}" --specwatch-baseline-dir "$W/scratch-g$g" \
       --specwatch-history "$W/history-g$g.sqlite" &
   done
   wait
-  run x2 240 -m perf tests/perf --specwatch-profiles $P2 --update-baselines --specwatch-report-dir "$W/x2" \
-    "${common[@]}" --specwatch-baseline-dir "$W/scratch-x2"
-  # the 18-session eagle3-tuned baseline gets these sessions too; the other seven start afresh
-  mkdir -p "$W/baselines-out/h200x1"
-  cp baselines/h200x1/eagle3-tuned.json "$W/baselines-out/h200x1/"
-  for f in "$W/x1-g0" "$W/x1-g1" "$W/x2"; do
-    [ -f "$f/results-latest.json" ] && python3 -m specwatch.cli baseline update "$f/results-latest.json" \
-      --baseline-dir "$W/baselines-out" --keep-sessions 20 >> "$W/baseline-update.txt" 2>&1
+  k=1
+  while [ $((SECONDS + 130)) -lt "$BUDGET" ]; do
+    for g in 0 1; do
+      CUDA_VISIBLE_DEVICES=$g run x1-g$g-s$k 200 -m perf tests/perf/test_throughput.py --specwatch-profiles $P \
+        --update-baselines --specwatch-report-dir "$W/x1-g$g-s$k" "${common[@]}" \
+        --specwatch-baseline-dir "$W/scratch-g$g" --specwatch-history "$W/history-g$g.sqlite" &
+    done
+    wait; k=$((k + 1))
+  done
+fi
+
+if [ "$stage" = record2 ]; then
+  # h200x2-nvlink: sessions of the TP=2 set (floors, drift and the speculation gate) while time lasts.
+  k=1
+  while [ $((SECONDS + 170)) -lt "$BUDGET" ]; do
+    run x2-s$k 240 -m perf tests/perf -k "not tuned" --specwatch-profiles $P2 --update-baselines \
+      --specwatch-report-dir "$W/x2-s$k" "${common[@]}" --specwatch-baseline-dir "$W/scratch-x2"
+    k=$((k + 1))
   done
 fi
 
