@@ -6,9 +6,12 @@
 #   W=$OUT/n2 bash docs/validation/gpu_next.sh record1   # ref-small h200x1 baselines at 256 tokens, matrix timed
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh socket    # ref-small TP=2 over sockets, runs interleaved
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh record2   # ref-small h200x2-nvlink baselines (BUDGET: seconds left)
+#   W=$OUT/n5 bash docs/validation/gpu_next.sh correct2  # tests/correctness at TP=2, then on one GPU
+# The device returns a limited number of files per call: end the call with
+#   cd $OUT && tar czf n5.tgz n5 && rm -rf n5
 # Tested on CPU with P / P2 pointing at CPU variants of the profile sets.
 set -u
-stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket}
+stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket|correct2}
 W=${W:?set W to the output folder}; mkdir -p "$W"
 source "$(dirname "$0")/stages.sh"
 PL=${PL:-fixtures/profiles/gpu-ref-large.toml}
@@ -56,6 +59,15 @@ if [ "$stage" = record2 ]; then
       --specwatch-report-dir "$W/x2-s$k" "${common[@]}" --specwatch-baseline-dir "$W/scratch-x2"
     k=$((k + 1))
   done
+fi
+
+if [ "$stage" = correct2 ]; then
+  # The correctness suite (fault table included) at TP=2 on the NVLink pair, then again on one GPU
+  # with the current code (session 1 ran it on one GPU only).
+  run correct-tp2 330 -m correctness tests/correctness --specwatch-profiles $P2 --specwatch-report-dir "$W/c2" \
+    "${common[@]}"
+  CUDA_VISIBLE_DEVICES=0 run correct-tp1 240 -m correctness tests/correctness --specwatch-profiles $P \
+    --specwatch-report-dir "$W/c1" "${common[@]}"
 fi
 
 if [ "$stage" = socket ]; then
