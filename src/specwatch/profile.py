@@ -298,8 +298,64 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
     rounds = gates_raw.get("alternate_rounds", 1)
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise UsageError(f"{source}: gates.alternate_rounds: must be an integer ≥ 1, got {rounds!r}")
-    return ProfileSet(servers=servers, roles=roles, gates=Gates(**gates_raw), source=source,
+    gates = Gates(**gates_raw)
+    if gates.interleave_runs:
+        _check_interleaved_pairs_fit(source, servers, roles)
+    return ProfileSet(servers=servers, roles=roles, gates=gates, source=source,
                       workload=_parse_workload(source, data.get("workload") or {}))
+
+
+#: SGLang's flag for the share of each GPU's memory that one server takes for weights and KV cache.
+MEM_FRACTION_FLAG = "--mem-fraction-static"
+#: What two SGLang servers kept up together may take between them (CUDA graphs and activations
+#: live outside the static pool).
+MAX_SHARED_MEM_FRACTION = 0.9
+
+
+def _mem_fraction(where: str, prof: ServerProfile) -> float | None:
+    """The ``--mem-fraction-static`` value in a profile's extra_args, if set."""
+    args = prof.extra_args
+    for i, arg in enumerate(args):
+        if arg == MEM_FRACTION_FLAG and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(MEM_FRACTION_FLAG + "="):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        try:
+            return float(value)
+        except ValueError:
+            raise UsageError(f"{where}: {prof.name}: {MEM_FRACTION_FLAG} must be a number, got {value!r}") from None
+    return None
+
+
+def _check_interleaved_pairs_fit(source: str, servers: Mapping[str, ServerProfile], roles: Mapping[str, str]) -> None:
+    """``interleave_runs`` keeps both servers of a relative gate up at once on the same GPUs. SGLang
+    takes most of each GPU's memory for one server unless told otherwise, so the second boot would
+    fail out of memory after minutes of loading: say so when the profiles are read."""
+    for first, second in (("baseline", "spec"), ("untuned", "tuned")):
+        pair = [servers.get(roles.get(first, "")), servers.get(roles.get(second, ""))]
+        if None in pair or pair[0] is pair[1]:
+            continue
+        sglang = [p for p in pair if p is not None and p.engine == "sglang" and p.device != "cpu"]
+        if not sglang:
+            continue
+        names = " and ".join(p.name for p in pair if p is not None)
+        where = f"{source}: gates.interleave_runs"
+        fractions = {p.name: _mem_fraction(where, p) for p in sglang}
+        unset = [name for name, f in fractions.items() if f is None]
+        if unset:
+            raise UsageError(
+                f"{where} keeps {names} up at once on the same GPUs, but {', '.join(unset)} leaves "
+                f"{MEM_FRACTION_FLAG} at SGLang's default, which gives one server most of each GPU's memory; "
+                f"set it in extra_args so that the pair takes at most {MAX_SHARED_MEM_FRACTION} together "
+                f"(e.g. 0.42 each), or turn interleave_runs off")
+        total = sum(f for f in fractions.values() if f is not None)
+        if total > MAX_SHARED_MEM_FRACTION:
+            raise UsageError(
+                f"{where} keeps {names} up at once on the same GPUs, but their {MEM_FRACTION_FLAG} values "
+                f"add up to {total:g}, more than {MAX_SHARED_MEM_FRACTION}: the second boot would run out of "
+                f"memory; lower them (e.g. 0.42 each) or turn interleave_runs off")
 
 
 def _parse_workload(source: str, raw: Any) -> dict[str, Any]:

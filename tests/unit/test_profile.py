@@ -120,6 +120,36 @@ def test_alternate_rounds_must_be_a_positive_integer(rounds: object) -> None:
     assert parse_profiles({"server": [{"name": "a"}], "gates": {"alternate_rounds": 3}}).gates.alternate_rounds == 3
 
 
+def _sglang_pair(*extra: list[str], interleave: bool = True) -> dict:
+    spec = {"algorithm": "EAGLE3", "draft_model": "d", "num_steps": 2}
+    return {"defaults": {"engine": "sglang", "model": "m", "tp": 8},
+            "server": [{"name": "base", "env": "tuned", "extra_args": extra[0]},
+                       {"name": "spec", "env": "tuned", "speculative": spec, "extra_args": extra[1]}],
+            "gates": {"interleave_runs": interleave}}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (([], []), "base, spec leaves --mem-fraction-static at SGLang's default"),
+    ((["--mem-fraction-static", "0.42"], []), "spec leaves --mem-fraction-static"),
+    ((["--mem-fraction-static", "0.6"], ["--mem-fraction-static=0.5"]), "add up to 1.1, more than 0.9"),
+    ((["--mem-fraction-static", "half"], ["--mem-fraction-static", "0.4"]), "must be a number, got 'half'"),
+])
+def test_interleaved_sglang_pair_must_fit_on_the_gpus_together(extra: tuple, message: str) -> None:
+    """Both servers of an interleaved gate are up at once: SGLang's default pool would not leave room."""
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(".", r"\.")) as err:
+        parse_profiles(_sglang_pair(*extra), "p.toml")
+    assert "p.toml: gates.interleave_runs" in str(err.value)
+
+
+def test_interleaved_sglang_pair_that_fits_and_unshared_gates_load() -> None:
+    fits = parse_profiles(_sglang_pair(["--mem-fraction-static", "0.42"], ["--mem-fraction-static=0.45"]))
+    assert fits.gates.interleave_runs and fits.roles["spec"] == "spec"
+    assert not parse_profiles(_sglang_pair([], [], interleave=False)).gates.interleave_runs  # one server at a time
+    ref = parse_profiles({"server": [{"name": "a"}, {"name": "b", "speculative": {"algorithm": "EAGLE3"}}],
+                          "gates": {"interleave_runs": True}})
+    assert ref.gates.interleave_runs  # the reference server sizes itself to its model
+
+
 def test_workload_table_overrides_every_workload_and_rejects_bad_values() -> None:
     ps = parse_profiles({"server": [{"name": "a"}],
                          "workload": {"runs": 20, "max_new_tokens": 256, "warmup_s": 3}}, "p.toml")
