@@ -7,11 +7,12 @@
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh socket    # ref-small TP=2 over sockets, runs interleaved
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh record2   # ref-small h200x2-nvlink baselines (BUDGET: seconds left)
 #   W=$OUT/n5 bash docs/validation/gpu_next.sh correct2  # tests/correctness at TP=2, then on one GPU
+#   W=$OUT/n6 bash docs/validation/gpu_next.sh matrix2   # the TP=2 perf matrix timed, one more baseline session
 # The device returns a limited number of files per call: end the call with
 #   cd $OUT && tar czf n5.tgz n5 && rm -rf n5
 # Tested on CPU with P / P2 pointing at CPU variants of the profile sets.
 set -u
-stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket|correct2}
+stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket|correct2|matrix2}
 W=${W:?set W to the output folder}; mkdir -p "$W"
 source "$(dirname "$0")/stages.sh"
 PL=${PL:-fixtures/profiles/gpu-ref-large.toml}
@@ -55,7 +56,7 @@ if [ "$stage" = record2 ]; then
   # h200x2-nvlink: sessions of the TP=2 set (floors, drift and the speculation gate) while time lasts.
   k=1
   while [ $((SECONDS + 170)) -lt "$BUDGET" ]; do
-    run x2-s$k 240 -m perf tests/perf -k "not tuned" --specwatch-profiles $P2 --update-baselines \
+    run x2-s$k 240 -m perf tests/perf -k "not test_tuned" --specwatch-profiles $P2 --update-baselines \
       --specwatch-report-dir "$W/x2-s$k" "${common[@]}" --specwatch-baseline-dir "$W/scratch-x2"
     k=$((k + 1))
   done
@@ -68,6 +69,13 @@ if [ "$stage" = correct2 ]; then
     "${common[@]}"
   CUDA_VISIBLE_DEVICES=0 run correct-tp1 240 -m correctness tests/correctness --specwatch-profiles $P \
     --specwatch-report-dir "$W/c1" "${common[@]}"
+fi
+
+if [ "$stage" = matrix2 ]; then
+  # The whole TP=2 matrix, timed (3 alternating rounds: about 6 minutes estimated), recording a
+  # session for the h200x2-nvlink baselines; merge results on the workstation.
+  run matrix-tp2 560 -m perf tests/perf --specwatch-profiles $P2 --update-baselines \
+    --specwatch-report-dir "$W/m2" "${common[@]}"
 fi
 
 if [ "$stage" = socket ]; then
