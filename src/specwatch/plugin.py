@@ -94,7 +94,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.exitstatus = session.config.stash[SESSION_KEY].finish(int(exitstatus))
+    # on an xdist worker, workeroutput carries its run to the controller
+    workeroutput = getattr(session.config, "workeroutput", None)
+    session.exitstatus = session.config.stash[SESSION_KEY].finish(int(exitstatus), workeroutput)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: a worker finished; gather what it measured."""
+    node.config.stash[SESSION_KEY].worker_down(node.gateway.id, getattr(node, "workeroutput", None), error)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from specwatch.config import Config
 from specwatch.errors import UsageError
+from specwatch.gather import Gathered
 from specwatch.pool import RunningServer, ServerPool
 from specwatch.profile import ProfileSet, ServerProfile, load_profiles, single_server_profiles, with_device
 from specwatch.workload import WORKLOADS, Workload
@@ -63,6 +64,8 @@ class Session:
     started: float = field(default_factory=time.time)
     infra_failures: int = 0
     verdict_failures: int = 0
+    #: on the xdist controller: what the workers measured (``worker_down``)
+    gathered: Gathered = field(default_factory=Gathered)
     _fingerprint: dict[str, Any] | None = None
     _profiles: ProfileSet | None = None
     _pool: ServerPool | None = None
@@ -358,27 +361,62 @@ class Session:
         return [(f"specwatch server log: {s.profile.name} ({s.log_path})", s.log_tail(40)) for s in chosen]
 
     def summary_lines(self) -> list[str]:
-        """Lines for the end-of-run summary table."""
+        """Lines for the end-of-run summary table (under xdist: the workers' runs, gathered)."""
+        from specwatch.summary import note_lines, rows_for, rows_of, summary_lines
+
+        if self.gathered.workers or self.gathered.notes:
+            if not self.gathered.measured:
+                return list(self.gathered.notes)
+            assert self.gathered.results is not None
+            return summary_lines(rows_for(self.gathered.rows, self.gathered.results), self.gathered.notes)
         if not self.measurements and not self.verdict_rows:
             return []
-        from specwatch.summary import summary_lines
+        return summary_lines(rows_of(self), note_lines(self))
 
-        return summary_lines(self)
+    def worker_payload(self) -> str:
+        """This xdist worker's run, for the controller (``gather``)."""
+        from specwatch.gather import payload
+        from specwatch.summary import note_lines, results_of
 
-    def finish(self, exitstatus: int = 0) -> int:
+        return payload(results_of(self), list(self.verdict_rows), note_lines(self), self.infra_failures,
+                       self.verdict_failures, self.worker_id)
+
+    def worker_down(self, worker: str, output: dict[str, Any] | None, error: Any) -> None:
+        """The controller's side of an xdist worker finishing: merge what it sent."""
+        from specwatch.gather import PAYLOAD_KEY
+
+        text = (output or {}).get(PAYLOAD_KEY)
+        if text:
+            self.gathered.add(text)
+        elif error is not None:
+            self.gathered.lost(worker, error)
+
+    def finish(self, exitstatus: int = 0, workeroutput: dict[str, Any] | None = None) -> int:
         """Persist what the run measured (results, history, baselines), stop the servers, and
         return the exit status: pytest's, except EXIT_INFRA when every failure was the harness's
-        (a server that failed to boot is not a regression)."""
+        (a server that failed to boot is not a regression).
+
+        An xdist worker (``workeroutput`` given) persists nothing: it hands its run to the
+        controller, which persists all workers' runs once.
+        """
         from specwatch.errors import EXIT_INFRA
+        from specwatch.summary import persist, results_of, rows_for, rows_of
 
         try:
-            if self.measurements:
-                from specwatch.summary import persist
+            if workeroutput is not None:
+                from specwatch.gather import PAYLOAD_KEY
 
-                persist(self)
+                workeroutput[PAYLOAD_KEY] = self.worker_payload()
+            elif self.gathered.measured:
+                assert self.gathered.results is not None
+                persist(self, self.gathered.results, rows_for(self.gathered.rows, self.gathered.results))
+            elif self.measurements:
+                persist(self, results_of(self), rows_of(self))
         finally:
             self.close()
-        if exitstatus == 1 and self.infra_failures and not self.verdict_failures:
+        infra = self.infra_failures + self.gathered.infra_failures
+        verdict = self.verdict_failures + self.gathered.verdict_failures
+        if exitstatus == 1 and infra and not verdict:
             return EXIT_INFRA
         return exitstatus
 

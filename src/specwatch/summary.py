@@ -36,9 +36,14 @@ def results_of(session: Session) -> ResultSet:
 
 def rows_of(session: Session) -> list[report.ReportRow]:
     """Verdict rows recorded by tests, plus a plain row for every measured key without one."""
-    rows = list(session.verdict_rows)
+    return rows_for(session.verdict_rows, results_of(session))
+
+
+def rows_for(verdict_rows: list[report.ReportRow], rs: ResultSet) -> list[report.ReportRow]:
+    """``verdict_rows`` plus a plain row for every output-throughput result without a verdict."""
+    rows = list(verdict_rows)
     judged = {r.key for r in rows}
-    for r in results_of(session).results:
+    for r in rs.results:
         if r.key not in judged and r.metric == "output_tok_s":
             rows.append(report.ReportRow(key=r.key, n=len(r.samples), median=_median(r.samples), unit=r.unit,
                                          samples=tuple(r.samples), higher_is_better=r.higher_is_better))
@@ -51,9 +56,14 @@ def _median(xs: list[float]) -> float:
     return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else float("nan")
 
 
-def summary_lines(session: Session) -> list[str]:
-    """The end-of-run table, plus one line per finding that failed."""
-    lines = report.summary_table(rows_of(session), title="specwatch results").splitlines()
+def summary_lines(rows: list[report.ReportRow], notes: list[str]) -> list[str]:
+    """The end-of-run table, then the notes (failed findings, warnings)."""
+    return [*report.summary_table(rows, title="specwatch results").splitlines(), *notes]
+
+
+def note_lines(session: Session) -> list[str]:
+    """One line per finding that failed, and warnings about how the session measured."""
+    lines: list[str] = []
     for f in session.findings:
         if not f.ok:
             lines.append(f"[{f.check}] {f.profile}: {f.summary.splitlines()[0]}")
@@ -67,20 +77,16 @@ def summary_lines(session: Session) -> list[str]:
     return lines
 
 
-def persist(session: Session) -> list[Path]:
-    """Write the run's files; returns their paths."""
+def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow]) -> list[Path]:
+    """Write the run's files (under pytest-xdist, once, on the controller); returns their paths."""
     cfg = session.config
-    rs = results_of(session)
     written: list[Path] = []
     report_dir = cfg.path(cfg.report_dir)
     assert report_dir is not None
-    # under pytest-xdist every worker measures its own servers: one file each, never overwritten
-    suffix = f"-{session.worker_id}" if session.worker_id else ""
-    written.append(rs.save(report_dir / f"results-latest{suffix}.json"))
+    written.append(rs.save(report_dir / "results-latest.json"))
     if cfg.results:
         written.append(rs.save(cfg.path(cfg.results)))
-    rows = rows_of(session)
-    written.append(report.write_benchmark_json(report_dir / f"benchmark{suffix}.json", rows,
+    written.append(report.write_benchmark_json(report_dir / "benchmark.json", rows,
                                                machine_info=rs.machine, commit_info={"id": rs.commit}))
     if cfg.history:
         from specwatch.history import History

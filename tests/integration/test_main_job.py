@@ -86,6 +86,32 @@ def test_a_server_that_cannot_boot_is_an_infrastructure_error(tmp_path: Path) ->
     assert "during boot" in out.stdout and "no-such-preset" in out.stdout
 
 
+def test_under_xdist_the_controller_gathers_one_run_and_prints_the_table(tmp_path: Path) -> None:
+    """pytest -n 2: the workers measure, the controller writes one results file, one baseline and
+    one history entry, prints one summary table, and keeps every run the workers measured."""
+    out = _run(tmp_path, "-n", "2", "--update-baselines", "-W", "ignore::pytest.PytestWarning")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "specwatch results" in out.stdout
+    reports = tmp_path / "reports"
+    assert sorted(p.name for p in reports.glob("*.json")) == ["benchmark.json", "results-latest.json"]
+    results = json.loads((reports / "results-latest.json").read_text())
+    runs = results["results"][0]["samples"]
+    assert len(runs) in (8, 16)  # one or both workers measured eagle3: every run kept
+    base = json.loads((tmp_path / "baselines" / "ci-cpu" / "eagle3.json").read_text())
+    assert base["metrics"]["single-stream/output_tok_s"]["sessions"][-1]["samples"] == next(
+        r["samples"] for r in results["results"] if r["key"] == "eagle3/single-stream/output_tok_s")
+    from specwatch.history import History
+
+    with History(tmp_path / "history.sqlite") as hist:
+        assert len(hist.series("eagle3/single-stream/output_tok_s")) == 1  # one run, not one per worker
+
+
+def test_under_xdist_a_server_that_cannot_boot_is_still_an_infrastructure_error(tmp_path: Path) -> None:
+    out = _run(tmp_path, "-n", "2", "-W", "ignore::pytest.PytestWarning", extra='["--model-path", "no-such-preset"]')
+    assert out.returncode == 3, out.stdout[-3000:]
+    assert "specwatch results" not in out.stdout
+
+
 ALTERNATING = """
 version = 1
 [defaults]
