@@ -271,3 +271,31 @@ def test_ref_fault_route_slows_serving_and_shows_in_server_info(srv: Server) -> 
     assert slowed > 2 * healthy, (slowed, healthy)
     assert "Reference fault: slowdown set to 400%" in srv.log()
     assert srv.get_json("/server_info")["ref_fault_slowdown"] == 0.0
+
+
+def test_a_non_streamed_request_whose_client_left_is_aborted(srv: Server) -> None:
+    """aiohttp does not cancel a handler when its client disconnects: the server polls, as SGLang
+    does, and aborts the request instead of generating for nobody."""
+    import socket
+
+    def aborted() -> float:
+        samples = parse_metrics(srv.request("GET", "/metrics")[1].decode())
+        return metric_sum(samples, "sglang:num_aborted_requests_total")
+
+    before = aborted()
+    body = json.dumps({"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 400, **GREEDY}}).encode()
+    srv.request("POST", "/ref/fault", {"slowdown_pct": 2000})  # ~20x slower steps: the request outlives the client
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while aborted() == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert aborted() == before + 1
+        assert "Request is disconnected from the client side. Abort request" in srv.log()
+    finally:
+        srv.request("POST", "/ref/fault", {"slowdown_pct": 0})
+    out = srv.generate({"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 8, **GREEDY}})
+    assert out["meta_info"]["completion_tokens"] == 8  # still serving

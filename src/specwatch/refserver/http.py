@@ -15,6 +15,9 @@ from specwatch.refserver.dispatch import Dispatcher, QueueFull
 from specwatch.refserver.state import RequestState
 
 logger = logging.getLogger("specwatch.refserver.http")
+#: How often a non-streamed request checks that its client is still there. aiohttp does not cancel a
+#: handler when its client disconnects; SGLang polls on a timeout too (tokenizer_manager).
+DISCONNECT_POLL_S = 1.0
 
 VERSION = "0.5.23"
 HEALTH_TIMEOUT_S = 20.0
@@ -170,6 +173,28 @@ class Frontend:
                       stop_token_ids=sp["stop_token_ids"])
         return st
 
+    async def _wait_connected(self, request: web.Request, states: list[RequestState]) -> bool:
+        """Wait for every request of a non-streamed call; False (all aborted) when the client went
+        away first, so that an abandoned request stops taking the GPU."""
+        waiting = asyncio.ensure_future(asyncio.gather(*(self._wait(st) for st in states)))
+        try:
+            while not waiting.done():
+                await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_S)
+                transport = request.transport
+                if not waiting.done() and (transport is None or transport.is_closing()):
+                    waiting.cancel()
+                    for st in states:
+                        logger.info("Request is disconnected from the client side. Abort request rid=%s", st.rid)
+                        self.d.abort(st.rid)
+                    return False
+            waiting.result()
+            return True
+        except asyncio.CancelledError:
+            waiting.cancel()
+            for st in states:
+                self.d.abort(st.rid)
+            raise
+
     async def _wait(self, st: RequestState) -> None:
         while not st.done:
             st.event.clear()
@@ -224,12 +249,8 @@ class Frontend:
             return error_json(str(exc), 503)
         if stream:
             return await self._stream(request, states[0])
-        try:
-            await asyncio.gather(*(self._wait(st) for st in states))
-        except asyncio.CancelledError:
-            for st in states:
-                self.d.abort(st.rid)
-            raise
+        if not await self._wait_connected(request, states):
+            return error_json("client disconnected", 499)
         for st in states:
             if st.error is not None:
                 return error_json(st.error[1], st.error[0])
@@ -416,11 +437,8 @@ class Frontend:
             return error_json(str(exc), 400)
         except QueueFull as exc:
             return error_json(str(exc), 503)
-        try:
-            await self._wait(st)
-        except asyncio.CancelledError:
-            self.d.abort(st.rid)
-            raise
+        if not await self._wait_connected(request, [st]):
+            return error_json("client disconnected", 499)
         if st.error is not None:
             return error_json(st.error[1], st.error[0])
         fr = st.finish_reason or {}
