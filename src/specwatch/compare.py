@@ -212,6 +212,10 @@ def compare(
     else:
         verdict = Verdict.NO_CHANGE
         msg = f"no change: {nums}; not significant, and {tol} would have been seen"
+    if sess is None and verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+        k = len(reference_sessions) if reference_sessions else 1
+        msg += (f"; judged on runs alone: the reference holds {k} recording session(s) of this metric, too few "
+                f"(< {MIN_SESSIONS}) to tell the machine's own drift between sessions from a change")
     return Comparison(
         verdict=verdict,
         ratio=ratio,

@@ -225,3 +225,19 @@ def test_tuning_effect_needs_significance_and_size():
     assert tuning_effect(big, 0.05)[1] == "pass"
     same = relative_gate(list(826 * (1 + 0.05 * rng.standard_normal(21))), untuned)
     assert tuning_effect(same, 0.05)[1] in ("no_effect", "inconclusive")
+
+
+def test_a_verdict_on_runs_alone_says_so_and_a_multi_session_one_does_not() -> None:
+    """The committed h200x1 eagle3-tuned baseline holds 19 sessions of decode tok/s but one of e2e time:
+    a regression called from one session says why it could not account for the machine's drift."""
+    rng = np.random.default_rng(5)
+    sessions = [list(100 * (1 + 0.01 * k) * (1 + 0.01 * rng.standard_normal(10))) for k in range(3)]
+    slowed = list(80 * (1 + 0.01 * rng.standard_normal(10)))
+    one = compare(slowed, sessions[0], reference_sessions=sessions[:1])
+    assert one.verdict is Verdict.REGRESSION
+    assert "judged on runs alone: the reference holds 1 recording session(s)" in one.message
+    assert "judged on runs alone" in compare(slowed, sessions[0]).message  # a plain results file: one run
+    many = compare(slowed, [x for s in sessions for x in s], reference_sessions=sessions)
+    assert many.verdict is Verdict.REGRESSION and "judged on runs alone" not in many.message
+    healthy = compare(sessions[0], sessions[1], reference_sessions=sessions[1:2])
+    assert "judged on runs alone" not in healthy.message  # said only beside a flagged change
