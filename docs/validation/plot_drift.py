@@ -10,10 +10,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from plotting import plt, save
 
 
 def main(data: str, out: str) -> int:
@@ -33,10 +30,7 @@ def main(data: str, out: str) -> int:
     ax.set_ylabel("median decode tok/s (12 runs)")
     ax.set_title("eagle3-tuned on one H200: an 8% slowdown against the machine's own 6% wander")
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    print(f"wrote {out}")
-    return 0
+    return save(fig, out)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from plotting import plt, save
 
 DATA = Path(__file__).parent / "data"
 S3 = DATA / "session3"
@@ -94,10 +91,7 @@ def main(out: str) -> int:
     ax1.set_ylabel("median decode tok/s (16 runs of 128 tokens)")
     ax1.set_title("large-eagle3-tuned on one H200: 0 / 4 / 6 / 8% slowdowns and the pytest runs", fontsize=10)
     ax1.legend(fontsize=7, loc="lower right", ncol=2)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    print(f"wrote {out}")
-    return 0
+    return save(fig, out)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from plotting import plt, save
 
 S4 = Path(__file__).parent / "data" / "session4"
 
@@ -60,10 +57,7 @@ def main(out: str) -> int:
     ax2.set_xlim(-0.6, 1.6)
     ax2.set_ylabel("decode tok/s per run")
     ax2.set_title("sockets, TP=2, runs interleaved:\n-1.3% [-3.2%, +0.2%]", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    print(f"wrote {out}")
-    return 0
+    return save(fig, out)
 
 
 if __name__ == "__main__":
