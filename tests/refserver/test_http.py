@@ -299,3 +299,34 @@ def test_a_non_streamed_request_whose_client_left_is_aborted(srv: Server) -> Non
         srv.request("POST", "/ref/fault", {"slowdown_pct": 0})
     out = srv.generate({"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 8, **GREEDY}})
     assert out["meta_info"]["completion_tokens"] == 8  # still serving
+
+
+def test_latency_histograms_count_each_request_and_agree_with_the_client(srv: Server) -> None:
+    """SGLang's TTFT, inter-token and end-to-end histograms: one observation per request (one per
+    output token after the first for ITL), buckets cumulative up to +Inf, sums near the client's clock."""
+    text = srv.request("GET", "/metrics")[1].decode()
+    for family in ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds"):
+        assert f"# TYPE sglang:{family} histogram" in text
+    before = parse_metrics(text)
+    t0 = time.perf_counter()
+    out = srv.generate({"text": "histograms", "sampling_params": {"max_new_tokens": 24, "ignore_eos": True, **GREEDY}})
+    client_s = time.perf_counter() - t0
+    after = parse_metrics(srv.request("GET", "/metrics")[1].decode())
+
+    def delta(name: str, **labels: str) -> float:
+        return metric_sum(after, name, **labels) - metric_sum(before, name, **labels)
+
+    n = out["meta_info"]["completion_tokens"]
+    assert delta("sglang:time_to_first_token_seconds_count", is_streaming="false") == 1
+    assert delta("sglang:e2e_request_latency_seconds_count", is_streaming="false") == 1
+    assert delta("sglang:inter_token_latency_seconds_count") == n - 1
+    e2e = delta("sglang:e2e_request_latency_seconds_sum")
+    assert e2e == pytest.approx(out["meta_info"]["e2e_latency"], abs=0.05) and e2e <= client_s
+    assert 0 < delta("sglang:time_to_first_token_seconds_sum") < e2e
+    itl = delta("sglang:inter_token_latency_seconds_sum")
+    assert itl + delta("sglang:time_to_first_token_seconds_sum") == pytest.approx(e2e, abs=0.05)
+    buckets = sorted(((float(dict(lab)["le"]), v) for (name, lab), v in after.items()
+                      if name == "sglang:e2e_request_latency_seconds_bucket" and ("is_streaming", "false") in lab))
+    assert buckets[-1][0] == float("inf")
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
+    assert buckets[-1][1] == metric_sum(after, "sglang:e2e_request_latency_seconds_count", is_streaming="false")

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from typing import Any
 
 from specwatch.refserver import metrics
@@ -106,10 +107,17 @@ class Dispatcher:
             st = self.reqs.get(rid)
             if st is not None and st.finish_reason is None:
                 st.add_verify(n)
+        now = time.perf_counter()
         for rid, ids in view.new_tokens.items():
             st = self.reqs.get(rid)
             if st is None:
                 continue
+            if ids and st.finish_reason is None:
+                since, first = st.token_timing(now)
+                if st.log_metrics and first:
+                    metrics.on_first_token(self.registry, since, st.stream)
+                elif st.log_metrics:
+                    metrics.on_new_tokens(self.registry, since, len(ids))
             if st.add_tokens(ids, self.decode):
                 self.cmd_q.put(("abort", rid))
             st.event.set()
@@ -159,7 +167,7 @@ class Dispatcher:
             metrics.on_finish(self.registry, prompt_tokens=len(st.input_ids),
                               completion_tokens=len(st.output_ids), cached_tokens=st.cached_tokens,
                               verify_ct=st.verify_ct, streaming=st.stream, speculative=self.speculative,
-                              aborted=False)
+                              aborted=False, e2e_latency_s=(st.finished_at or time.perf_counter()) - st.created)
         self._drop(st)
 
     def _drop(self, st: RequestState) -> None:

@@ -38,6 +38,19 @@ HELP = {
     "sglang:cached_tokens_total": ("counter", "Number of cached prompt tokens."),
     "sglang:spec_verify_calls_total": ("counter", "Total number of speculative verify calls."),
     "sglang:num_aborted_requests_total": ("counter", "Number of requests aborted."),
+    "sglang:time_to_first_token_seconds": ("histogram", "Histogram of time to first token in seconds."),
+    "sglang:inter_token_latency_seconds": ("histogram", "Histogram of inter-token latency in seconds."),
+    "sglang:e2e_request_latency_seconds": ("histogram", "Histogram of End-to-end request latency in seconds"),
+}
+
+#: SGLang 0.5.23's default buckets (observability/metrics_collector.py, TokenizerMetricsCollector).
+_LATENCY = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+BUCKETS = {
+    "sglang:time_to_first_token_seconds": _LATENCY,
+    "sglang:e2e_request_latency_seconds": (*_LATENCY, 600, 1200, 1800, 2400),
+    "sglang:inter_token_latency_seconds": (
+        0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+        0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000),
 }
 
 
@@ -71,6 +84,19 @@ class Registry:
         with self._lock:
             self._values.setdefault(name, {})[self._key(labels or {})] = float(value)
 
+    def observe(self, name: str, value: float, labels: Mapping[str, str] | None = None, count: int = 1) -> None:
+        """Record ``count`` observations of ``value`` in a histogram (buckets from BUCKETS):
+        cumulative ``_bucket`` series per ``le``, plus ``_sum`` and ``_count``."""
+        labels = dict(labels or {})
+        with self._lock:  # one scrape sees all of an observation or none of it
+            buckets = self._values.setdefault(f"{name}_bucket", {})
+            for le in (*BUCKETS[name], float("inf")):
+                key = self._key({**labels, "le": _le(le)})
+                buckets[key] = buckets.get(key, 0.0) + (count if value <= le else 0)
+            for suffix, amount in (("_sum", value * count), ("_count", count)):
+                series = self._values.setdefault(f"{name}{suffix}", {})
+                series[self._key(labels)] = series.get(self._key(labels), 0.0) + amount
+
     def get(self, name: str, labels: Mapping[str, str] | None = None) -> float:
         """Current value (0 when never set)."""
         with self._lock:
@@ -90,13 +116,36 @@ class Registry:
         with self._lock:
             items: list[tuple[str, dict[Labels, float]]] = sorted(self._values.items())
             for name, series in items:
-                kind, text = HELP.get(name, ("gauge", name))
-                lines.append(f"# HELP {name} {text}")
-                lines.append(f"# TYPE {name} {kind}")
-                for labels, value in sorted(series.items()):
+                family = _family(name)
+                kind, text = HELP.get(family, ("gauge", name))
+                if family == name or name.endswith("_bucket"):  # a histogram's header once, before its buckets
+                    lines.append(f"# HELP {family} {text}")
+                    lines.append(f"# TYPE {family} {kind}")
+                for labels, value in sorted(series.items(), key=_series_order):
                     lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
                     lines.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
         return "\n".join(lines) + "\n"
+
+
+def _family(name: str) -> str:
+    """The histogram a ``_bucket``/``_sum``/``_count`` series belongs to, else the name itself."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        base = name.removesuffix(suffix)
+        if base != name and base in BUCKETS:
+            return base
+    return name
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+def _series_order(item: tuple[Labels, float]) -> tuple:
+    """Label sets in order, with a histogram's buckets by their numeric bound."""
+    labels = item[0]
+    le = dict(labels).get("le")
+    rest = tuple(kv for kv in labels if kv[0] != "le")
+    return (rest, float(le) if le is not None else 0.0)
 
 
 def _escape(value: str) -> str:
@@ -147,10 +196,26 @@ def on_step(reg: Registry, view: Any, gauges: Mapping[str, Any] | None, speculat
                 reg.set(f"sglang:{key}", float(value), s())
 
 
+def on_first_token(reg: Registry, ttft_s: float, streaming: bool) -> None:
+    """A request's first output token (tokenizer side, as SGLang's observe_time_to_first_token)."""
+    reg.observe("sglang:time_to_first_token_seconds", ttft_s,
+                reg.tok(is_streaming="true" if streaming else "false"))
+
+
+def on_new_tokens(reg: Registry, interval_s: float, n: int) -> None:
+    """``n`` tokens arrived ``interval_s`` after the previous ones: n inter-token latencies of
+    interval / n each (SGLang's observe_inter_token_latency)."""
+    if n > 0:
+        reg.observe("sglang:inter_token_latency_seconds", interval_s / n, reg.tok(), count=n)
+
+
 def on_finish(reg: Registry, *, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
-              verify_ct: int, streaming: bool, speculative: bool, aborted: bool) -> None:
+              verify_ct: int, streaming: bool, speculative: bool, aborted: bool,
+              e2e_latency_s: float | None = None) -> None:
     """Per-request tokenizer counters (not called for log_metrics=False requests)."""
     t = reg.tok(is_streaming="true" if streaming else "false")
+    if e2e_latency_s is not None:
+        reg.observe("sglang:e2e_request_latency_seconds", e2e_latency_s, t)
     reg.inc("sglang:prompt_tokens_total", prompt_tokens, t)
     reg.inc("sglang:generation_tokens_total", completion_tokens, t)
     reg.inc("sglang:num_requests_total", 1, t)

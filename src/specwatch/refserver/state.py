@@ -34,6 +34,7 @@ class RequestState:
     finish_reason: dict[str, Any] | None = None
     error: tuple[int, str] | None = None
     finished_at: float | None = None
+    last_token_at: float | None = None  # when output tokens last arrived (None: none yet)
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -57,6 +58,14 @@ class RequestState:
                         return True
         self.text = decode(self.output_ids)
         return False
+
+    def token_timing(self, now: float) -> tuple[float, bool]:
+        """Seconds since the previous output tokens (since admission for the first), and whether
+        these are the first; marks ``now`` as the latest arrival."""
+        first = self.last_token_at is None
+        since = now - (self.created if first else self.last_token_at)  # type: ignore[operator]
+        self.last_token_at = now
+        return since, first
 
     def add_verify(self, accept_len: int) -> None:
         """One verify cycle in which this request committed ``accept_len`` tokens (bonus incl.)."""
