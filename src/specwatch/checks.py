@@ -40,9 +40,11 @@ __all__ = [
     "evaluate_verify_graphs",
     "explain_value",
     "generate_greedy",
+    "generate_scored",
     "graph_counters",
     "greedy_outputs",
     "lossless",
+    "scored_outputs",
     "verify_graphs",
     "views_by_process",
 ]
@@ -491,14 +493,26 @@ def accept_length(
 
 async def generate_greedy(url: str, prompts: Sequence[str], max_new_tokens: int) -> list[list[int]]:
     """Greedy output ids for each prompt, requested one at a time (the same batch shape everywhere)."""
+    return [list(o.ids) for o in await generate_scored(url, prompts, max_new_tokens, logprobs=False)]
+
+
+async def generate_scored(url: str, requests: Sequence[str | Sequence[int]], max_new_tokens: int | Sequence[int],
+                          *, logprobs: bool = True) -> list[_lossless.Scored]:
+    """Greedy outputs of text prompts or input-id lists, one request at a time (the same batch shape
+    on both servers), with SGLang's output logprobs (top ``TOP_LOGPROBS``) and prompt token ids."""
     from specwatch.client import Client
 
-    out: list[list[int]] = []
+    lens = [max_new_tokens] * len(requests) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    extra = ({"return_logprob": True, "top_logprobs_num": _lossless.TOP_LOGPROBS, "return_prompt_token_ids": True}
+             if logprobs else None)
+    out: list[_lossless.Scored] = []
     async with Client(url) as client:
-        for p in prompts:  # one at a time: the same batch shape for every prompt on both servers
-            gen = await client.generate(p, max_new_tokens=max_new_tokens, temperature=0.0, ignore_eos=True,
-                                        stream=False)
-            out.append(list(gen.output_ids))
+        for req, n in zip(requests, lens, strict=True):
+            text, ids = (req, None) if isinstance(req, str) else (None, req)
+            gen = await client.generate(text, input_ids=ids, max_new_tokens=n, temperature=0.0, ignore_eos=True,
+                                        stream=False, extra=extra)
+            prompt_ids = gen.prompt_token_ids if gen.prompt_token_ids is not None else ids
+            out.append(_lossless.Scored.from_response(gen.output_ids, gen.meta_info, prompt_ids))
     return out
 
 
@@ -506,17 +520,48 @@ def _resolve(session: Session, profile: ServerProfile | str) -> ServerProfile:
     return profile if isinstance(profile, ServerProfile) else session.profile_for(profile)
 
 
-def greedy_outputs(session: Session, profile: ServerProfile | str, prompts: Sequence[str],
-                   max_new_tokens: int) -> list[list[int]]:
-    """Greedy (temperature 0) output ids of ``profile`` for ``prompts``, memoised in the session."""
+def scored_outputs(session: Session, profile: ServerProfile | str, prompts: Sequence[str],
+                   max_new_tokens: int) -> list[_lossless.Scored]:
+    """Greedy (temperature 0) outputs of ``profile`` for ``prompts`` with logprobs, memoised in the session."""
     from specwatch.client import run_sync
 
     prof = _resolve(session, profile)
     key = (prof.name, tuple(prompts), max_new_tokens)
     if key not in session.greedy_outputs:
         server = session.server_for_profile(prof)
-        session.greedy_outputs[key] = run_sync(generate_greedy(server.url, prompts, max_new_tokens))
+        session.greedy_outputs[key] = run_sync(generate_scored(server.url, prompts, max_new_tokens))
     return session.greedy_outputs[key]
+
+
+def greedy_outputs(session: Session, profile: ServerProfile | str, prompts: Sequence[str],
+                   max_new_tokens: int) -> list[list[int]]:
+    """Greedy output ids of ``profile`` for ``prompts`` (from the session's memo)."""
+    return [list(o.ids) for o in scored_outputs(session, profile, prompts, max_new_tokens)]
+
+
+def _live_first(session: Session, *profiles: ServerProfile) -> list[ServerProfile]:
+    live = set(session.pool.live) if session._pool is not None else set()
+    return sorted(profiles, key=lambda p: p.name not in live)
+
+
+def _trace_outputs(session: Session, base: ServerProfile, spec: ServerProfile, first: dict[str, list],
+                   max_new_tokens: int) -> tuple[list[_lossless.PromptTrace], tuple[float, int] | None]:
+    """Compare prompt by prompt; after each near-tie flip ask both servers to continue from the
+    same prefix (all pending prompts of a round on one server, then the other)."""
+    from specwatch.client import run_sync
+
+    noise = _lossless.agreement_noise(zip(first[base.name], first[spec.name], strict=True))
+    bound = _lossless.TIE_FACTOR * noise[0] if noise is not None else None
+    traces = [_lossless.PromptTrace(b.prompt_ids, max_new_tokens) for b in first[base.name]]
+    for t, b, s in zip(traces, first[base.name], first[spec.name], strict=True):
+        t.advance(b, s, bound)
+    while pending := [t for t in traces if t.anchor is not None]:
+        anchors, lens = [t.anchor for t in pending], [t.remaining for t in pending]
+        seg = {p.name: run_sync(generate_scored(session.server_for_profile(p).url, anchors, lens))  # type: ignore[arg-type]
+               for p in _live_first(session, base, spec)}
+        for t, b, s in zip(pending, seg[base.name], seg[spec.name], strict=True):
+            t.advance(b, s, bound)
+    return traces, noise
 
 
 def lossless(
@@ -544,13 +589,17 @@ def lossless(
     if session.config.server_url:
         return _skip(CHECK_LOSSLESS, spec.name, f"--server-url: only one server ({session.config.server_url}) is "
                                                 "reachable; the comparison needs the baseline and the speculative one")
-    live = set(session.pool.live) if session._pool is not None else set()
-    order = sorted((base, spec), key=lambda p: p.name not in live)
-    outs = {p.name: greedy_outputs(session, p, prompts, max_new_tokens) for p in order}
-    rep = _lossless.compare_outputs(outs[base.name], outs[spec.name], prompts, min_identical, min_common_prefix,
-                                    names=(base.name, spec.name))
+    first = {p.name: scored_outputs(session, p, prompts, max_new_tokens) for p in _live_first(session, base, spec)}
+    traces, noise = _trace_outputs(session, base, spec, first, max_new_tokens)
+    rep = _lossless.compare_outputs([t.base_ids for t in traces], [t.spec_ids for t in traces], prompts,
+                                    min_identical, min_common_prefix, names=(base.name, spec.name), traces=traces,
+                                    noise=noise)
     if rep.ok:
         reason = f"{len(rep.diffs) - len(rep.differing)}/{len(rep.diffs)} prompts identical"
+        if rep.ties:
+            where = ", ".join(f"position {t.position} ({t.baseline_margin:.3g}+{t.spec_margin:.3g} ≤ {t.bound:.3g} "
+                              "nats)" for t in rep.ties)
+            reason += f", across {len(rep.ties)} near-tie flip(s) re-anchored: {where}"
     else:
         firsts = ", ".join(f"prompt {d.index} at position {d.first_diff}" for d in rep.differing)
         reason = "; ".join(rep.problems) + f"; first differing positions: {firsts}"

@@ -36,6 +36,7 @@ class Generation:
     chunk_gaps_s: list[float] = field(default_factory=list)  # time between streamed chunks
     chunk_tokens: list[int] = field(default_factory=list)  # tokens delivered by each chunk after the first
     client_s: float = 0.0  # time the client spent parsing, inside e2e_s
+    prompt_token_ids: list[int] | None = None  # with return_prompt_token_ids (non-streamed replies)
 
     @property
     def completion_tokens(self) -> int:
@@ -112,7 +113,7 @@ class Client:
                     data = await resp.json()
                     end = time.perf_counter()
                     return Generation(data.get("output_ids", []), data.get("text", ""), data.get("meta_info", {}),
-                                      end - start, end - start)
+                                      end - start, end - start, prompt_token_ids=data.get("prompt_token_ids"))
                 return await self._read_stream(resp, start)
         except aiohttp.ClientError as exc:
             raise InfraError(f"POST {self.base_url}/generate failed: {exc}") from exc

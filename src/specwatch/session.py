@@ -16,6 +16,7 @@ from typing import Any
 from specwatch.config import Config
 from specwatch.errors import UsageError
 from specwatch.gather import Gathered
+from specwatch.lossless import Scored
 from specwatch.pool import RunningServer, ServerPool
 from specwatch.profile import ProfileSet, ServerProfile, load_profiles, single_server_profiles, with_device
 from specwatch.workload import WORKLOADS, Workload
@@ -59,8 +60,9 @@ class Session:
     measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
     measurements_alternating: dict[tuple[str, ...], Any] = field(default_factory=dict)
     verdict_rows: list[Any] = field(default_factory=list)
-    #: greedy outputs per (profile name, prompts, max_new_tokens), memoised by checks.greedy_outputs
-    greedy_outputs: dict[tuple[str, tuple[str, ...], int], list[list[int]]] = field(default_factory=dict)
+    #: greedy outputs (ids and logprobs) per (profile name, prompts, max_new_tokens), memoised by
+    #: checks.scored_outputs
+    greedy_outputs: dict[tuple[str, tuple[str, ...], int], list[Scored]] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
     infra_failures: int = 0
     verdict_failures: int = 0

@@ -92,6 +92,8 @@ def test_diverging_draft_fails_lossless(specwatch_session: Session) -> None:
         assert d.first_diff is not None and 0 <= d.first_diff < LOSSLESS_MAX_NEW
         assert f"prompt {d.index} at position {d.first_diff}" in result.reason, result.reason
         assert f"first differing position {d.first_diff}" in result.message
+    # the servers' own logprobs name the bug: a token committed that its target ranks lower
+    assert "without verification" in result.message, result.message
     assert any(f.check == "lossless" and not f.ok for f in specwatch_session.findings_for(prof.name))
 
 

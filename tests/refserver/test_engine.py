@@ -3,6 +3,7 @@ stop conditions, errors, faults, tensor parallelism over gloo, determinism."""
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import tempfile
@@ -291,6 +292,105 @@ def test_same_seed_same_output_across_instances() -> None:
         assert sampled(7, steps) == sampled(7, steps)
         assert sampled(7, steps) != sampled(8, steps)
     assert generate(PROMPTS[:2], steps=2)[0] == generate(PROMPTS[:2], steps=2)[0]
+
+
+# ---- output logprobs -----------------------------------------------------------------------------
+def scored(engine: Engine) -> tuple[dict[str, list[int]], dict[str, list], list]:
+    """``drain`` plus the logprobs per rid, checked aligned with the tokens of every step."""
+    lps: dict[str, list] = {}
+    toks, fin, outs = drain(engine)
+    for o in outs:
+        assert set(o.logprobs) <= set(o.new_tokens)
+        for rid, entries in o.logprobs.items():
+            assert [e[1] for e in entries] == o.new_tokens[rid]
+            lps.setdefault(rid, []).extend(entries)
+    return toks, lps, fin
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_logprobs_greedy_chosen_is_top1_and_top_k_sorted(steps: int) -> None:
+    eng = make(steps=steps)
+    eng.add_request(RequestSpec("k", TOK.encode(PROMPTS[0]), 12, ignore_eos=True, top_logprobs_num=4))
+    eng.add_request(RequestSpec("own", TOK.encode(PROMPTS[1]), 12, ignore_eos=True, top_logprobs_num=0))
+    eng.add_request(RequestSpec("none", TOK.encode(PROMPTS[2]), 12, ignore_eos=True))
+    toks, lps, _ = scored(eng)
+    assert set(lps) == {"k", "own"}  # nothing computed for the request that did not ask
+    assert len(lps["k"]) == len(toks["k"]) == 12
+    for lp, tok, top in lps["k"]:
+        assert lp <= 0.0
+        assert len(top) == 4
+        assert [v for v, _ in top] == sorted((v for v, _ in top), reverse=True)
+        assert top[0] == (lp, tok)  # greedy: the chosen token is the most likely one
+        assert sum(math.exp(v) for v, _ in top) <= 1.0 + 1e-5
+    assert len(lps["own"]) == 12
+    assert all(top == [] and lp <= 0.0 for lp, _, top in lps["own"])
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_spec_logprobs_equal_plain(steps: int) -> None:
+    def run(n: int) -> tuple[dict[str, list[int]], dict[str, list]]:
+        eng = make(steps=n)
+        for i, p in enumerate(PROMPTS[:4]):
+            eng.add_request(RequestSpec(f"r{i}", TOK.encode(p), 24, ignore_eos=True, top_logprobs_num=3))
+        toks, lps, _ = scored(eng)
+        return toks, lps
+
+    plain_toks, plain = run(0)
+    spec_toks, spec = run(steps)
+    assert spec_toks == plain_toks
+    for rid, entries in plain.items():
+        assert len(spec[rid]) == len(entries) == 24
+        for (lp_p, tok_p, top_p), (lp_s, tok_s, top_s) in zip(entries, spec[rid], strict=True):
+            assert tok_p == tok_s
+            assert lp_s == pytest.approx(lp_p, abs=1e-4)
+            assert [t for _, t in top_s] == [t for _, t in top_p]
+            assert [v for v, _ in top_s] == pytest.approx([v for v, _ in top_p], abs=1e-4)
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_logprobs_trimmed_with_stop_token(steps: int) -> None:
+    ref, _, _ = generate([PROMPTS[0]], max_new=40)
+    tok = ref["r0"][9]
+    eng = make(steps=steps)
+    eng.add_request(RequestSpec("s", TOK.encode(PROMPTS[0]), 40, stop_token_ids=(tok,), top_logprobs_num=0))
+    toks, lps, fin = scored(eng)
+    assert fin["s"]["type"] == "stop"
+    assert [e[1] for e in lps["s"]] == toks["s"]
+
+
+def test_fault_diverge_shows_in_logprobs() -> None:
+    eng = make(steps=3, fault_diverge=True)
+    for i, p in enumerate(PROMPTS[:3]):
+        eng.add_request(RequestSpec(f"r{i}", TOK.encode(p), 32, ignore_eos=True, top_logprobs_num=1))
+    _, lps, _ = scored(eng)
+    entries = [e for rid in lps for e in lps[rid]]
+    # An unverified draft token is scored by the target at its verify position: below the top-1.
+    below = [(lp, tok, top) for lp, tok, top in entries if top[0][1] != tok]
+    assert below
+    assert all(lp < top[0][0] for lp, _, top in below)
+    assert all(top[0] == (lp, tok) for lp, tok, top in entries if top[0][1] == tok)
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_sampled_tokens_logprobs_under_raw_logits(steps: int) -> None:
+    eng = make(steps=steps, seed=3)
+    vocab = eng.vocab_size
+    eng.add_request(RequestSpec("t", TOK.encode(PROMPTS[3]), 10, temperature=1.5, ignore_eos=True,
+                                top_logprobs_num=vocab))
+    toks, lps, _ = scored(eng)
+    assert len(lps["t"]) == len(toks["t"]) == 10
+    for lp, tok, top in lps["t"]:
+        assert len(top) == vocab
+        assert all(math.isfinite(v) for v, _ in top)  # never-generated ids: clamped, not -inf
+        assert dict((t, v) for v, t in top)[tok] == lp  # the sampled token's own logprob
+        assert sum(math.exp(v) for v, _ in top) == pytest.approx(1.0, abs=1e-4)
+    # Temperature does not apply: the first token's distribution is the greedy request's.
+    greedy = make(steps=steps)
+    greedy.add_request(RequestSpec("g", TOK.encode(PROMPTS[3]), 1, top_logprobs_num=vocab))
+    _, glps, _ = scored(greedy)
+    assert [v for v, _ in lps["t"][0][2]] == pytest.approx([v for v, _ in glps["g"][0][2]], abs=1e-6)
+    with pytest.raises(ValueError, match="top_logprobs_num"):
+        eng.add_request(RequestSpec("x", [1, 2], 4, top_logprobs_num=vocab + 1))
 
 
 # ---- tensor parallelism (gloo, 2 spawned ranks) --------------------------------------------------

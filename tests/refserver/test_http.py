@@ -233,6 +233,86 @@ def test_bad_inputs_get_4xx_and_server_keeps_serving(srv: Server) -> None:
     assert out["meta_info"]["completion_tokens"] == 4
 
 
+LOGPROB_KEYS = {"input_token_logprobs", "output_token_logprobs", "output_token_logprobs_length",
+                "input_top_logprobs", "output_top_logprobs"}
+
+
+def _check_logprobs(out: dict, top_k: int, with_text: bool) -> None:
+    meta = out["meta_info"]
+    n = meta["completion_tokens"]
+    assert meta["input_token_logprobs"] == []
+    assert meta["output_token_logprobs_length"] == len(meta["output_token_logprobs"]) == n == len(out["output_ids"])
+    assert [e[1] for e in meta["output_token_logprobs"]] == out["output_ids"]
+    for lp, _, text in meta["output_token_logprobs"]:
+        assert lp <= 0.0
+        assert isinstance(text, str) if with_text else text is None
+    if top_k == 0:
+        assert "output_top_logprobs" not in meta
+        assert "input_top_logprobs" not in meta
+        return
+    assert meta["input_top_logprobs"] == []
+    assert len(meta["output_top_logprobs"]) == n
+    for (lp, _, _), top in zip(meta["output_token_logprobs"], meta["output_top_logprobs"], strict=True):
+        assert len(top) == top_k
+        assert [e[0] for e in top] == sorted((e[0] for e in top), reverse=True)
+        assert all(isinstance(e[2], str) if with_text else e[2] is None for e in top)
+        assert lp <= top[0][0]
+
+
+def test_generate_logprobs_and_prompt_token_ids(srv: Server) -> None:
+    sp = {"max_new_tokens": 10, **GREEDY}
+    plain = srv.generate({"text": "Hi", "sampling_params": sp})
+    assert not LOGPROB_KEYS & set(plain["meta_info"])  # absent by default
+    assert "prompt_token_ids" not in plain
+    out = srv.generate({"text": "Hi", "sampling_params": sp, "return_logprob": True, "top_logprobs_num": 3,
+                        "return_text_in_logprobs": True, "return_prompt_token_ids": True})
+    assert out["output_ids"] == plain["output_ids"]
+    assert out["prompt_token_ids"] == [256, 72, 105]  # BOS + bytes
+    _check_logprobs(out, 3, with_text=True)
+    for (lp, tok, text), top in zip(out["meta_info"]["output_token_logprobs"], out["meta_info"]["output_top_logprobs"],
+                                    strict=True):
+        assert top[0] == [lp, tok, text]  # greedy: the chosen token is the most likely one
+    # Only the chosen tokens' logprobs; batch input applies the fields to every prompt.
+    batch = srv.generate({"input_ids": [[256, 72, 105], [256, 65]], "sampling_params": sp, "return_logprob": True,
+                          "return_prompt_token_ids": True})
+    assert [b["prompt_token_ids"] for b in batch] == [[256, 72, 105], [256, 65]]
+    for b in batch:
+        _check_logprobs(b, 0, with_text=False)
+    first, ref = batch[0]["meta_info"]["output_token_logprobs"], out["meta_info"]["output_token_logprobs"]
+    assert [e[0] for e in first] == pytest.approx([e[0] for e in ref], abs=1e-5)
+
+
+def test_logprobs_streamed_and_with_stop_string(srv: Server) -> None:
+    import urllib.request
+
+    body = json.dumps({"text": "Stream me", "stream": True, "return_logprob": True, "top_logprobs_num": 2,
+                       "sampling_params": {"max_new_tokens": 12, **GREEDY}})
+    req = urllib.request.Request(srv.url + "/generate", data=body.encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        raw = resp.read().decode()
+    chunks = [json.loads(e[len("data: "):]) for e in raw.split("\n\n") if e.startswith("data: {")]
+    assert chunks
+    for c in chunks:  # accumulated so far on every chunk
+        _check_logprobs(c, 2, with_text=False)
+    assert chunks[-1]["meta_info"]["completion_tokens"] == 12
+    base = srv.generate({"text": "abc", "sampling_params": {"max_new_tokens": 30, "ignore_eos": True, **GREEDY}})
+    stop = next((c for c in base["text"][3:] if c.isprintable() and c != "\ufffd"), None)
+    cut = srv.generate({"text": "abc", "return_logprob": True,
+                        "sampling_params": {"max_new_tokens": 30, "stop": [stop] if stop else [], **GREEDY}})
+    _check_logprobs(cut, 0, with_text=False)  # trimmed at the stop string with the tokens
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("top_logprobs_num", -1), ("top_logprobs_num", "3"), ("top_logprobs_num", 1.5), ("return_logprob", "yes"),
+    ("logprob_start_len", "0"), ("return_text_in_logprobs", 1), ("return_prompt_token_ids", "true"),
+])
+def test_logprob_fields_are_validated(srv: Server, field: str, value: object) -> None:
+    status, body = srv.request("POST", "/generate", {"text": "x", "return_logprob": True, field: value,
+                                                     "sampling_params": {"max_new_tokens": 2}})
+    assert status == 400
+    assert field in json.loads(body)["message"]
+
+
 def test_openai_completions_and_model_info(srv: Server) -> None:
     status, body = srv.request("POST", "/v1/completions",
                                {"model": "ref-tiny", "prompt": "Once", "max_tokens": 12, "temperature": 0})

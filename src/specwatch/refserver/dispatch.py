@@ -118,7 +118,7 @@ class Dispatcher:
                     metrics.on_first_token(self.registry, since, st.stream)
                 elif st.log_metrics:
                     metrics.on_new_tokens(self.registry, since, len(ids))
-            if st.add_tokens(ids, self.decode):
+            if st.add_tokens(ids, self.decode, view.logprobs.get(rid)):
                 self.cmd_q.put(("abort", rid))
             st.event.set()
         for rid, reason in view.finished.items():
@@ -146,7 +146,8 @@ class Dispatcher:
         self.reqs[st.rid] = st
         self.cmd_q.put(("add", {"rid": st.rid, "input_ids": list(st.input_ids),
                                 "max_new_tokens": st.max_new_tokens, "temperature": temperature,
-                                "ignore_eos": ignore_eos, "stop_token_ids": tuple(stop_token_ids)}))
+                                "ignore_eos": ignore_eos, "stop_token_ids": tuple(stop_token_ids),
+                                "top_logprobs_num": st.top_logprobs_num if st.return_logprob else -1}))
 
     def abort(self, rid: str) -> None:
         """Client went away: stop generating and forget the request."""

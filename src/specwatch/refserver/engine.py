@@ -59,6 +59,11 @@ class RequestSpec:
     temperature: float = 0.0
     ignore_eos: bool = False
     stop_token_ids: tuple[int, ...] = ()
+    top_logprobs_num: int = -1  # -1: no logprobs; 0: each output token's own; k > 0: also the top k
+
+
+#: Per output token: (logprob of the token, its id, the top-k as (logprob, id), best first).
+TokenLogprob = tuple[float, int, list[tuple[float, int]]]
 
 
 @dataclass
@@ -201,6 +206,11 @@ class Engine:
             raise ValueError(f"request {req.rid}: token id out of range [0, {self.vocab_size})")
         if req.temperature < 0:
             raise ValueError(f"request {req.rid}: temperature must be >= 0")
+        if req.top_logprobs_num > self.vocab_size:
+            raise ValueError(f"request {req.rid}: top_logprobs_num must be at most the vocabulary size "
+                             f"{self.vocab_size}, got {req.top_logprobs_num}")
+        if req.top_logprobs_num < -1:
+            raise ValueError(f"request {req.rid}: top_logprobs_num must be >= 0 (-1: no logprobs)")
         if any(r.spec.rid == req.rid for r in (*self.waiting, *self.running)):
             raise ValueError(f"request {req.rid}: rid already in use")
         stop = set(req.stop_token_ids)
@@ -283,19 +293,23 @@ class Engine:
         logits = self.model.forward(tok.to(dev), torch.zeros(len(batch), dtype=torch.long, device=dev),
                                     torch.tensor([r.slot for r in batch], device=dev),
                                     ctx_len=longest, logit_idx=torch.tensor([n - 1 for n in lens], device=dev))
-        first = self._pick(logits, batch).tolist()
-        new_tokens, finished = {}, {}
+        picked = self._pick(logits, batch)
+        scored = _first_candidate(self._logprobs(logits, batch, picked[:, :, None]))
+        first = picked.tolist()
+        new_tokens, finished, logprobs = {}, {}, {}
         for i, r in enumerate(batch):
             r.kv_len = lens[i]
             self.running.append(r)
             kept, reason = self._commit(r, first[i][:1])
             new_tokens[r.spec.rid] = kept
+            if scored is not None and scored[i] is not None:
+                logprobs[r.spec.rid] = scored[i][: len(kept)]  # aligned with the kept tokens
             if reason is not None:
                 finished[r.spec.rid] = reason
                 self._release(r)
         return StepOutput(mode="prefill", bs=len(batch), new_tokens=new_tokens, finished=finished,
                           accept_lens={}, can_run_cuda_graph=False, new_seq=len(batch), new_token=sum(lens),
-                          cached_token=0)
+                          cached_token=0, logprobs=logprobs)
 
     def _decode(self) -> StepOutput:
         batch = list(self.running)
@@ -304,28 +318,36 @@ class Engine:
         pos = torch.tensor([r.kv_len for r in batch], dtype=torch.long, device=dev)
         slots = torch.tensor([r.slot for r in batch], dtype=torch.long, device=dev)
         max_pos = max(r.kv_len for r in batch)
-        new_tokens, finished, accept_lens = {}, {}, {}
+        new_tokens, finished, accept_lens, logprobs = {}, {}, {}, {}
         if not self.spec:
             logits, graphed = self._run("target", "decode", last[:, None], pos, slots, max_pos)
-            commits = self._pick(logits, batch).tolist()
+            picked = self._pick(logits, batch)
+            scored = _first_candidate(self._logprobs(logits, batch, picked[:, :, None]))
+            commits = picked.tolist()
         else:
-            commits, graphed = self._spec_cycle(batch, last, pos, slots, max_pos)
-        for r, toks in zip(batch, commits, strict=True):
+            commits, graphed, scored = self._spec_cycle(batch, last, pos, slots, max_pos)
+        for i, (r, toks) in enumerate(zip(batch, commits, strict=True)):
             r.kv_len = len(r.tokens) - 1 + len(toks)  # rollback: rejected positions fall out of the cache
             if self.spec:
                 accept_lens[r.spec.rid] = len(toks)
                 r.verify_ct += 1
             kept, reason = self._commit(r, toks)
             new_tokens[r.spec.rid] = kept
+            if scored is not None and scored[i] is not None:
+                logprobs[r.spec.rid] = scored[i][: len(kept)]  # aligned with the kept tokens
             if reason is not None:
                 finished[r.spec.rid] = reason
                 self._release(r)
         return StepOutput(mode="decode", bs=len(batch), new_tokens=new_tokens, finished=finished,
-                          accept_lens=accept_lens, can_run_cuda_graph=graphed)
+                          accept_lens=accept_lens, can_run_cuda_graph=graphed, logprobs=logprobs)
 
     def _spec_cycle(self, batch: list[_Req], last: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor,
-                    max_pos: int) -> tuple[list[list[int]], bool]:
-        """Draft num_steps tokens, verify them in one target forward; the committed tokens per request."""
+                    max_pos: int) -> tuple[list[list[int]], bool, list[list[TokenLogprob] | None] | None]:
+        """Draft num_steps tokens, verify them in one target forward; the committed tokens per request,
+        whether the verify ran from a graph, and (see ``_logprobs``) the committed tokens' logprobs.
+
+        The k-th committed token of a cycle is scored at verify position k, where it is either the
+        target's own pick or (the fault_diverge path, at position 0) the unverified draft token."""
         n = self.num_steps
         drafts = []
         cur = last
@@ -337,18 +359,31 @@ class Engine:
         verify_in = torch.cat([last[:, None], draft], dim=1)  # [B, n+1]
         logits, graphed = self._run("target", "verify", verify_in, pos, slots, max_pos + n)
         target = self._pick(logits, batch)  # [B, n+1]: the target's token after each prefix
+        scored = None
+        if any(r.spec.top_logprobs_num >= 0 for r in batch):
+            # Candidates at each verify position: the target's pick, then the draft token (the
+            # target's pick again at the bonus position, which has no draft).
+            cands = torch.stack([target, torch.cat([draft, target[:, n:]], dim=1)], dim=2)  # [B, n+1, 2]
+            scored = self._logprobs(logits, batch, cands)
         both = torch.cat([draft, target], dim=1).tolist()
-        commits = []
-        for row in both:
+        commits: list[list[int]] = []
+        lps: list[list[TokenLogprob] | None] = []
+        for i, row in enumerate(both):
             d, g = row[:n], row[n:]
             j = 0
             while j < n and d[j] == g[j]:
                 j += 1
             if self.cfg.fault_diverge and j == 0:
                 commits.append([d[0], g[1]])  # the bug: first draft token taken without verification
+                picks = [1, 0]
             else:
                 commits.append(g[: j + 1])
-        return commits, graphed
+                picks = [0] * (j + 1)
+            if scored is not None and scored[i] is not None:
+                lps.append([scored[i][k][c] for k, c in enumerate(picks)])
+            else:
+                lps.append(None)
+        return commits, graphed, (lps if scored is not None else None)
 
     def _pick(self, logits: torch.Tensor, batch: list[_Req]) -> torch.Tensor:
         """Token ids [B, T]: argmax for temperature 0, else a seeded sample at each position."""
@@ -363,6 +398,38 @@ class Engine:
             out = torch.where(hot, sampled, out)
         return out
 
+    def _logprobs(self, logits: torch.Tensor, batch: list[_Req], cands: torch.Tensor
+                  ) -> list[list[list[TokenLogprob]] | None] | None:
+        """Logprobs of candidate tokens ``cands`` [B, T, C] under ``logits`` [B, T, V]: per request
+        (None for one that asked for none), per position, per candidate ``(logprob, id, top_k)``.
+
+        The natural-log softmax of the raw float32 logits (temperature does not apply, as in SGLang's
+        greedy path); -inf (never-generated ids) is clamped to the float32 minimum as SGLang does, so
+        that the JSON stays valid. None, with no device work at all, when no request asked."""
+        want = [i for i, r in enumerate(batch) if r.spec.top_logprobs_num >= 0]
+        if not want:
+            return None
+        idx = torch.tensor(want, device=logits.device)
+        lp = torch.log_softmax(logits[idx].float(), dim=-1)  # [W, T, V]
+        lp.clamp_(min=torch.finfo(lp.dtype).min)
+        cand = cands[idx]
+        chosen = lp.gather(-1, cand).tolist()  # [W, T, C]
+        cand_ids = cand.tolist()
+        k = max(batch[i].spec.top_logprobs_num for i in want)
+        top_v = top_i = None
+        if k > 0:
+            top = lp.topk(k, dim=-1)  # sorted, best first
+            top_v, top_i = top.values.tolist(), top.indices.tolist()
+        out: list[list[list[TokenLogprob]] | None] = [None] * len(batch)
+        for w, i in enumerate(want):
+            ki = batch[i].spec.top_logprobs_num
+            rows = []
+            for t in range(len(chosen[w])):
+                top_k = list(zip(top_v[w][t][:ki], top_i[w][t][:ki], strict=True)) if ki > 0 else []
+                rows.append([(chosen[w][t][c], cand_ids[w][t][c], top_k) for c in range(len(chosen[w][t]))])
+            out[i] = rows
+        return out
+
     def _commit(self, r: _Req, toks: list[int]) -> tuple[list[int], dict | None]:
         """Append tokens up to the first stop/length condition; the kept tokens and a finish reason."""
         kept: list[int] = []
@@ -375,6 +442,14 @@ class Engine:
             if t in r.stop_ids:
                 return kept, {"type": "stop", "matched": t}
         return kept, None
+
+
+def _first_candidate(scored: list[list[list[TokenLogprob]] | None] | None
+                     ) -> list[list[TokenLogprob] | None] | None:
+    """``Engine._logprobs`` output with one candidate per position reduced to that candidate."""
+    if scored is None:
+        return None
+    return [None if rows is None else [cands[0] for cands in rows] for rows in scored]
 
 
 def _spin(seconds: float) -> None:

@@ -152,6 +152,25 @@ class Frontend:
         return {"max_new_tokens": mnt, "temperature": float(temp), "stop": tuple(stop),
                 "stop_token_ids": tuple(sti), "ignore_eos": ignore_eos}
 
+    @staticmethod
+    def _logprob_opts(body: dict[str, Any]) -> dict[str, Any]:
+        """SGLang's logprob request fields (the same for every prompt of a batch)."""
+        opts: dict[str, Any] = {}
+        for key in ("return_logprob", "return_text_in_logprobs", "return_prompt_token_ids"):
+            v = body.get(key)
+            if v is not None and not isinstance(v, bool):
+                raise BadRequest(f"{key} must be a boolean, got {v!r}")
+            opts[key] = bool(v)
+        top = body.get("top_logprobs_num")
+        top = 0 if top is None else top
+        if not isinstance(top, int) or isinstance(top, bool) or top < 0:
+            raise BadRequest(f"top_logprobs_num must be a non-negative integer, got {top!r}")
+        opts["top_logprobs_num"] = top
+        start = body.get("logprob_start_len")
+        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
+            raise BadRequest(f"logprob_start_len must be an integer, got {start!r}")
+        return opts  # logprob_start_len is accepted, but the reference returns no input logprobs
+
     def _check_len(self, ids: list[int], max_new_tokens: int) -> None:
         if len(ids) >= self.context_len:
             raise BadRequest(f"The input ({len(ids)} tokens) is longer than the model's context length "
@@ -164,9 +183,9 @@ class Frontend:
                              "the completion to fit within the limit.")
 
     def _new_state(self, ids: list[int], sp: dict[str, Any], *, rid: str | None, stream: bool,
-                   log_metrics: bool) -> RequestState:
+                   log_metrics: bool, logprob: dict[str, Any] | None = None) -> RequestState:
         st = RequestState(rid=rid or uuid.uuid4().hex, input_ids=ids, max_new_tokens=sp["max_new_tokens"],
-                          stop=sp["stop"], log_metrics=log_metrics, stream=stream)
+                          stop=sp["stop"], log_metrics=log_metrics, stream=stream, **(logprob or {}))
         if st.rid in self.d.reqs:
             raise BadRequest(f"Duplicate request id {st.rid!r}")
         self.d.submit(st, temperature=sp["temperature"], ignore_eos=sp["ignore_eos"],
@@ -223,6 +242,7 @@ class Frontend:
                 raise BadRequest(f"Unknown field(s) in the request: {', '.join(unknown)}")
             prompts, is_batch = self._prompts(body)
             sp = self._sampling(body.get("sampling_params"))
+            logprob = self._logprob_opts(body)
             for ids in prompts:
                 self._check_len(ids, sp["max_new_tokens"])
             stream = bool(body.get("stream", False))
@@ -238,7 +258,8 @@ class Frontend:
             states: list[RequestState] = []
             try:
                 for ids, r in zip(prompts, rids, strict=False):
-                    states.append(self._new_state(ids, sp, rid=r, stream=stream, log_metrics=log_metrics))
+                    states.append(self._new_state(ids, sp, rid=r, stream=stream, log_metrics=log_metrics,
+                                                  logprob=logprob))
             except (QueueFull, BadRequest):
                 for st in states:
                     self.d.abort(st.rid)

@@ -35,6 +35,12 @@ class RequestState:
     error: tuple[int, str] | None = None
     finished_at: float | None = None
     last_token_at: float | None = None  # when output tokens last arrived (None: none yet)
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    return_text_in_logprobs: bool = False
+    return_prompt_token_ids: bool = False
+    output_token_logprobs: list[list[Any]] = field(default_factory=list)  # [logprob, id, text or None]
+    output_top_logprobs: list[list[list[Any]]] = field(default_factory=list)  # per token, k such entries
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -42,12 +48,17 @@ class RequestState:
         """Finished (any reason) or failed."""
         return self.finish_reason is not None or self.error is not None
 
-    def add_tokens(self, ids: list[int], decode: Any) -> bool:
-        """Append committed tokens; returns True if a stop string matched (text trimmed there)."""
+    def add_tokens(self, ids: list[int], decode: Any, logprobs: list[Any] | None = None) -> bool:
+        """Append committed tokens (and, with return_logprob, their ``StepOutput.logprobs`` entries, kept
+        the same length as output_ids); returns True if a stop string matched (text trimmed there)."""
         if self.finish_reason is not None:
             return False
-        for tok in ids:
+        if not self.return_logprob:
+            logprobs = None
+        for i, tok in enumerate(ids):
             self.output_ids.append(tok)
+            if logprobs is not None and i < len(logprobs):
+                self._add_logprob(logprobs[i], decode)
             if self.stop:
                 text = decode(self.output_ids)
                 for s in self.stop:
@@ -58,6 +69,17 @@ class RequestState:
                         return True
         self.text = decode(self.output_ids)
         return False
+
+    def _add_logprob(self, entry: Any, decode: Any) -> None:
+        """One output token's (logprob, id, top-k) in SGLang's style: [logprob, id, text or None]."""
+        logprob, tok, top = entry
+
+        def text(t: int) -> str | None:
+            return decode([t]) if self.return_text_in_logprobs else None
+
+        self.output_token_logprobs.append([logprob, tok, text(tok)])
+        if self.top_logprobs_num > 0:
+            self.output_top_logprobs.append([[v, t, text(t)] for v, t in top])
 
     def token_timing(self, now: float) -> tuple[float, bool]:
         """Seconds since the previous output tokens (since admission for the first), and whether
@@ -87,9 +109,16 @@ class RequestState:
         meta: dict[str, Any] = {
             "id": self.rid, "finish_reason": self.finish_reason if final else None,
             "prompt_tokens": len(self.input_ids), "weight_version": "default", "num_retractions": 0,
-            "reasoning_tokens": 0, "completion_tokens": len(self.output_ids),
-            "cached_tokens": self.cached_tokens,
         }
+        if self.return_logprob:  # no input logprobs: the reference scores output tokens only
+            meta["input_token_logprobs"] = []
+            meta["output_token_logprobs"] = list(self.output_token_logprobs)
+            meta["output_token_logprobs_length"] = len(self.output_token_logprobs)
+            if self.top_logprobs_num > 0:
+                meta["input_top_logprobs"] = []
+                meta["output_top_logprobs"] = list(self.output_top_logprobs)
+        meta.update({"reasoning_tokens": 0, "completion_tokens": len(self.output_ids),
+                     "cached_tokens": self.cached_tokens})
         if final:
             end = self.finished_at or time.perf_counter()
             meta["e2e_latency"] = end - self.created
@@ -106,7 +135,10 @@ class RequestState:
         return meta
 
     def response(self, *, speculative: bool, num_draft_tokens: int, final: bool) -> dict[str, Any]:
-        """``{text, output_ids, meta_info}`` as /generate returns it."""
-        return {"text": self.text, "output_ids": list(self.output_ids),
-                "meta_info": self.meta_info(speculative=speculative, num_draft_tokens=num_draft_tokens,
-                                            final=final)}
+        """``{text, output_ids, meta_info}`` as /generate returns it (and ``prompt_token_ids`` when asked)."""
+        out: dict[str, Any] = {
+            "text": self.text, "output_ids": list(self.output_ids),
+            "meta_info": self.meta_info(speculative=speculative, num_draft_tokens=num_draft_tokens, final=final)}
+        if self.return_prompt_token_ids:
+            out["prompt_token_ids"] = list(self.input_ids)
+        return out

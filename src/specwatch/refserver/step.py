@@ -6,7 +6,7 @@ importing the model stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -25,3 +25,6 @@ class StepOutput:
     num_used_tokens: int = 0
     token_usage: float = 0.0
     forward_s: float = 0.0
+    # Only for requests that asked (RequestSpec.top_logprobs_num >= 0): per token of new_tokens[rid],
+    # (logprob, token id, top-k as [(logprob, token id), ...] best first; [] when top_logprobs_num is 0).
+    logprobs: dict[str, list[tuple[float, int, list[tuple[float, int]]]]] = field(default_factory=dict)
