@@ -551,7 +551,7 @@ def _trace_outputs(session: Session, base: ServerProfile, spec: ServerProfile, f
     from specwatch.client import run_sync
 
     noise = _lossless.agreement_noise(zip(first[base.name], first[spec.name], strict=True))
-    bound = _lossless.TIE_FACTOR * noise[0] if noise is not None else None
+    bound = _lossless.tie_bound(noise)
     traces = [_lossless.PromptTrace(b.prompt_ids, max_new_tokens) for b in first[base.name]]
     for t, b, s in zip(traces, first[base.name], first[spec.name], strict=True):
         t.advance(b, s, bound)

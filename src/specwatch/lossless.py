@@ -31,8 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "MAX_TIES_PER_PROMPT", "TIE_FACTOR", "TOP_LOGPROBS", "Divergence", "LosslessReport", "PromptDiff", "PromptTrace",
-    "Scored", "agreement_noise", "classify", "compare_outputs", "first_difference",
+    "MAX_TIES_PER_PROMPT",
+    "NOISE_CEILING",
+    "TIE_FACTOR",
+    "TOP_LOGPROBS",
+    "Divergence",
+    "LosslessReport",
+    "PromptDiff",
+    "PromptTrace",
+    "Scored",
+    "agreement_noise",
+    "classify",
+    "compare_outputs",
+    "first_difference",
+    "tie_bound",
 ]
 
 #: Top logprobs asked for at every output position: enough to hold both tokens of a flip.
@@ -41,6 +53,10 @@ TOP_LOGPROBS = 5
 #: tokens each moved by at most the noise can swap only if their margins sum to at most 2x it, and
 #: the other 2x covers noise larger than the agreeing positions showed.
 TIE_FACTOR = 4.0
+#: Noise (nats) above which the two servers disagree by more than kernel and reduction order can
+#: explain (a wrong position or cache would do it): no near-tie allowance then, exact equality. The
+#: reference server in bf16 at TP=2 showed 0.084 (docs/validation/, section 9).
+NOISE_CEILING = 0.5
 #: Near-tie flips re-anchored per prompt; one more counts as a divergence (more flips than
 #: numerical noise explains).
 MAX_TIES_PER_PROMPT = 3
@@ -114,6 +130,14 @@ def agreement_noise(pairs: Iterable[tuple[Scored, Scored]]) -> tuple[float, int]
             for tok in b.keys() & s.keys():
                 worst, n = max(worst, abs(b[tok] - s[tok])), n + 1
     return (worst, n) if n else None
+
+
+def tie_bound(noise: tuple[float, int] | None) -> float | None:
+    """The near-tie bound (nats) for an ``agreement_noise``; None (exact equality) without logprobs
+    or when the noise is above ``NOISE_CEILING``."""
+    if noise is None or noise[0] > NOISE_CEILING:
+        return None
+    return TIE_FACTOR * noise[0]
 
 
 @dataclass(frozen=True)
@@ -278,7 +302,7 @@ class LosslessReport:
     @property
     def bound(self) -> float | None:
         """The near-tie bound (nats), None when exact equality applies."""
-        return TIE_FACTOR * self.noise[0] if self.noise is not None else None
+        return tie_bound(self.noise)
 
     @property
     def ties(self) -> list[Divergence]:
@@ -304,7 +328,10 @@ class LosslessReport:
         tol = "exact equality" if self.min_identical >= 1.0 and self.min_common_prefix is None else (
             f"tolerance: ≥ {self.min_identical:.0%} identical"
             + (f", common prefix ≥ {self.min_common_prefix} tokens" if self.min_common_prefix is not None else ""))
-        if self.noise is not None:
+        if self.noise is not None and self.bound is None:
+            tol += (f"; no near-tie allowance: the servers' logprobs differ by up to {self.noise[0]:.3g} nats where "
+                    f"their tokens agree, more than numerical noise (ceiling {NOISE_CEILING:g})")
+        elif self.noise is not None:
             tol += (f", except near-tie flips within {self.bound:.3g} nats = {TIE_FACTOR:g} x the largest logprob "
                     f"difference between the servers ({self.noise[0]:.3g} over {self.noise[1]} agreeing values)")
             if self.ties:

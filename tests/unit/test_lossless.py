@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specwatch.lossless import (
+    NOISE_CEILING,
     TIE_FACTOR,
     TOP_LOGPROBS,
     Divergence,
@@ -15,6 +16,7 @@ from specwatch.lossless import (
     agreement_noise,
     compare_outputs,
     first_difference,
+    tie_bound,
 )
 
 ids = st.lists(st.integers(0, 50), max_size=30)
@@ -118,7 +120,7 @@ def _trace(prompt: tuple[int, ...], n: int, max_ties: int = 3, **spec_kw: object
     base_kw = {k: v for k, v in spec_kw.items() if k == "tie_at"}
     base, spec = _serve(prompt, n, **base_kw), _serve(prompt, n, **spec_kw)  # type: ignore[arg-type]
     noise = agreement_noise([(base, spec)])
-    bound = TIE_FACTOR * noise[0] if noise else None
+    bound = tie_bound(noise)
     t = PromptTrace(prompt, n)
     t.advance(base, spec, bound, max_ties)
     while t.anchor is not None:
@@ -199,6 +201,17 @@ def test_tie_budget_and_missing_prompt_ids() -> None:
     last.advance(_serve((1, 2, 3), 10, tie_at=12), _serve((1, 2, 3), 10, tie_at=12, wobble=0.001, flip=0.002),
                  bound)
     assert len(last.ties) == 1 and last.divergence is None and last.base_ids == last.spec_ids
+
+
+def test_noise_above_the_ceiling_allows_no_ties() -> None:
+    assert tie_bound(None) is None and tie_bound((0.01, 10)) == pytest.approx(TIE_FACTOR * 0.01)
+    assert tie_bound((NOISE_CEILING + 0.01, 10)) is None
+    # a server whose logits are off everywhere (a wrong position, say): its flips are not near-ties
+    t, noise = _trace((1, 2, 3), 20, tie_at=12, wobble=0.8, flip=0.002)
+    assert noise is not None and noise[0] > NOISE_CEILING
+    assert not t.ties and t.divergence is not None
+    rep = compare_outputs([t.base_ids], [t.spec_ids], ["p"], traces=[t], noise=noise)
+    assert not rep.ok and "no near-tie allowance" in rep.message() and rep.bound is None
 
 
 def test_bad_trace_count() -> None:
