@@ -499,12 +499,25 @@ async def generate_greedy(url: str, prompts: Sequence[str], max_new_tokens: int)
 async def generate_scored(url: str, requests: Sequence[str | Sequence[int]], max_new_tokens: int | Sequence[int],
                           *, logprobs: bool = True) -> list[_lossless.Scored]:
     """Greedy outputs of text prompts or input-id lists, one request at a time (the same batch shape
-    on both servers), with SGLang's output logprobs (top ``TOP_LOGPROBS``) and prompt token ids."""
-    from specwatch.client import Client
+    on both servers), with SGLang's output logprobs (top ``TOP_LOGPROBS``) and prompt token ids.
+    A server that rejects those fields (HTTP 4xx) is asked again without them: its outputs are
+    then compared exactly."""
+    from specwatch.errors import RequestRejected
 
     lens = [max_new_tokens] * len(requests) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-    extra = ({"return_logprob": True, "top_logprobs_num": _lossless.TOP_LOGPROBS, "return_prompt_token_ids": True}
-             if logprobs else None)
+    if logprobs:
+        extra = {"return_logprob": True, "top_logprobs_num": _lossless.TOP_LOGPROBS, "return_prompt_token_ids": True}
+        try:
+            return await _greedy_requests(url, requests, lens, extra)
+        except RequestRejected:
+            pass
+    return await _greedy_requests(url, requests, lens, None)
+
+
+async def _greedy_requests(url: str, requests: Sequence[str | Sequence[int]], lens: Sequence[int],
+                           extra: dict[str, Any] | None) -> list[_lossless.Scored]:
+    from specwatch.client import Client
+
     out: list[_lossless.Scored] = []
     async with Client(url) as client:
         for req, n in zip(requests, lens, strict=True):

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from specwatch.errors import InfraError
+from specwatch.errors import InfraError, RequestRejected
 
 T = TypeVar("T")
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
@@ -108,7 +108,10 @@ class Client:
         try:
             async with self.session.post(self.base_url + "/generate", json=body) as resp:
                 if resp.status != 200:
-                    raise InfraError(f"POST /generate -> HTTP {resp.status}: {(await resp.text())[:500]}")
+                    text = f"POST /generate -> HTTP {resp.status}: {(await resp.text())[:500]}"
+                    if 400 <= resp.status < 500:
+                        raise RequestRejected(text, resp.status)
+                    raise InfraError(text)
                 if not stream:
                     data = await resp.json()
                     end = time.perf_counter()

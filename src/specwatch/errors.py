@@ -35,6 +35,14 @@ class ServerBootError(InfraError):
         super().__init__(text)
 
 
+class RequestRejected(InfraError):
+    """The server answered a request with a 4xx status: it does not accept what was asked."""
+
+    def __init__(self, message: str, status: int) -> None:
+        self.status = status
+        super().__init__(message)
+
+
 class RegressionError(SpecwatchError):
     """A performance or correctness gate failed."""
 

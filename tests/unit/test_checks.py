@@ -200,3 +200,33 @@ def test_speculative_profile_steps() -> None:
     assert checks._num_steps(prof, {}) == 3
     assert checks._num_steps(UNTUNED, {"speculative_num_steps": 2}) == 2
     assert checks._num_steps(UNTUNED, {}) is None
+
+
+def test_generate_scored_asks_again_without_logprobs_when_rejected() -> None:
+    """A server that refuses return_logprob (HTTP 400) still gets compared, exactly."""
+    import asyncio
+
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    bodies: list[dict] = []
+
+    async def generate(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        if body.get("return_logprob"):
+            return web.Response(status=400, text="return_logprob is not supported here")
+        return web.json_response({"text": "", "output_ids": [5, 6, 7], "meta_info": {"completion_tokens": 3}})
+
+    async def run() -> list:
+        app = web.Application()
+        app.router.add_post("/generate", generate)
+        async with TestServer(app) as srv:
+            return await checks.generate_scored(str(srv.make_url("")).rstrip("/"), ["a", [1, 2]], 3)
+
+    out = asyncio.run(run())
+    assert [o.ids for o in out] == [(5, 6, 7), (5, 6, 7)]
+    assert all(o.logprobs is None for o in out) and out[1].prompt_ids == (1, 2)
+    assert bodies[0]["return_logprob"] is True and bodies[0]["top_logprobs_num"] == 5
+    assert [("return_logprob" in b) for b in bodies[1:]] == [False, False]
+    assert bodies[2]["input_ids"] == [1, 2]
