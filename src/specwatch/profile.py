@@ -147,7 +147,8 @@ class Gates:
     tuning_min_effect: float = 0.05
     # Boot the two servers of a relative gate in alternation (A B A B ...) this many rounds, each
     # round a fresh boot: drift of the machine and boot-to-boot differences then hit both sides
-    # alike instead of deciding the verdict (docs/validation/README.md, section 3). 1: one boot each.
+    # alike instead of deciding the verdict (docs/validation/README.md, section 3).
+    # A server in both gates boots once a round for both. 1: one boot each.
     alternate_rounds: int = 1
     # Keep both servers of a relative gate up at once and interleave their runs (A B B A ...), in
     # every round: the machine's wander over seconds then hits both sides alike. Both must fit on

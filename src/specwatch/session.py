@@ -177,17 +177,38 @@ class Session:
                 self.measurements[key] = measure(self.server(prof.name), self.workload(workload), self.progress)
         return self.measurements[key]
 
+    def _gate_pairs(self) -> list[tuple[str, str]]:
+        """The relative gates' server pairs, in order: (baseline, spec), then (untuned, tuned)."""
+        pairs = []
+        for first, second in (("baseline", "spec"), ("untuned", "tuned")):
+            a, b = self.profiles.for_role(first), self.profiles.for_role(second)
+            if a and b and a.name != b.name:
+                pairs.append((a.name, b.name))
+        return pairs
+
     def _alternating_pair(self, name: str) -> tuple[str, str] | None:
         """The first relative-gate pair (baseline/spec, then untuned/tuned) that boots ``name`` in
         alternation or interleaves it, when the gates do; else None."""
         gates = self.profiles.gates
         if (gates.alternate_rounds <= 1 and not gates.interleave_runs) or self.config.server_url:
             return None
-        for first, second in (("baseline", "spec"), ("untuned", "tuned")):
-            a, b = self.profiles.for_role(first), self.profiles.for_role(second)
-            if a and b and a.name != b.name and name in (a.name, b.name):
-                return a.name, b.name
-        return None
+        return next((pair for pair in self._gate_pairs() if name in pair), None)
+
+    def _shared_rounds(self, a: str, b: str) -> tuple[list[str], list[tuple[str, str]]] | None:
+        """When the other gate pair shares one server with (a, b) (the default set's eagle3-tuned is
+        both the spec and the tuned server): the boot order of one round, that server between its
+        two partners, and both pairs. None otherwise."""
+        pairs = self._gate_pairs()
+        if (a, b) not in pairs or len(pairs) != 2:
+            return None
+        other = pairs[1] if pairs[0] == (a, b) else pairs[0]
+        shared = set(other) & {a, b}
+        if len(shared) != 1:
+            return None
+        (mid,) = shared
+        first = pairs[0][1 - pairs[0].index(mid)]
+        last = pairs[1][1 - pairs[1].index(mid)]
+        return [first, mid, last], pairs
 
     def measure_pair(self, first: str, second: str, workload: str = "single-stream") -> tuple[Any, Any]:
         """Measurements of two servers for a relative gate (memoised per pair).
@@ -195,7 +216,9 @@ class Session:
         With ``gates.alternate_rounds`` = 1 these are the ordinary memoised measurements. With more
         rounds the two servers are booted in alternation, each round a fresh boot with its share of
         the runs, and the rounds' runs are pooled, so machine drift and boot-to-boot differences
-        fall on both sides instead of between them.
+        fall on both sides instead of between them. When both gates share a server, each round
+        boots the three once (``baseline, spec=tuned, untuned``) and both gates use the shared
+        server's runs: three boots a round instead of four.
         """
         gates = self.profiles.gates
         rounds = gates.alternate_rounds
@@ -204,33 +227,43 @@ class Session:
             return self.measure(a, workload), self.measure(b, workload)
         key = ("alternating", a, b, workload)
         if key not in self.measurements_alternating:
-            from dataclasses import replace
-
-            from specwatch.measure import measure, merge
-
-            wl = self.workload(workload)
-            share = replace(wl, runs=max(1, -(-wl.runs // rounds)))
-            merged: dict[str, Any] = {}
-            for r in range(rounds):
-                if gates.interleave_runs:
-                    from specwatch.measure import measure_interleaved
-
-                    self.progress(f"interleaving {a} / {b} run by run: round {r + 1}/{rounds}")
-                    for name in (a, b):
-                        self.pool.stop(name)  # a fresh boot of both every round
-                    both = [self.pool.get(self.profiles.get(a)), self.pool.get(self.profiles.get(b), keep=(a,))]
-                    for name, m in zip((a, b), measure_interleaved(both, share, self.progress), strict=True):
-                        merged[name] = merge(merged[name], m) if name in merged else m
-                    continue
-                for name in (a, b):
-                    self.progress(f"alternating {a} / {b}: round {r + 1}/{rounds}, {name}")
-                    self.pool.stop(name)  # a fresh boot every round
-                    m = measure(self.server(name), share, self.progress)
-                    merged[name] = merge(merged[name], m) if name in merged else m
-            self.measurements_alternating[key] = (merged[a], merged[b])
-            for name in (a, b):  # floors, drift and the results file use the pooled runs too
+            shared = None if gates.interleave_runs else self._shared_rounds(a, b)
+            order, pairs = shared if shared else ([a, b], [(a, b)])
+            merged = self._rounds(order, workload)
+            for x, y in pairs:
+                self.measurements_alternating[("alternating", x, y, workload)] = (merged[x], merged[y])
+            for name in order:  # floors, drift and the results file use the pooled runs too
                 self.measurements.setdefault((name, workload), merged[name])
         return self.measurements_alternating[key]
+
+    def _rounds(self, order: list[str], workload: str) -> dict[str, Any]:
+        """Boot the servers of ``order`` afresh every round (or, with ``interleave_runs``, both up at
+        once, runs interleaved), each with its share of the workload's runs; the pooled measurements."""
+        from dataclasses import replace
+
+        from specwatch.measure import measure, measure_interleaved, merge
+
+        gates = self.profiles.gates
+        rounds = gates.alternate_rounds
+        wl = self.workload(workload)
+        share = replace(wl, runs=max(1, -(-wl.runs // rounds)))
+        merged: dict[str, Any] = {}
+        for r in range(rounds):
+            if gates.interleave_runs:
+                a, b = order
+                self.progress(f"interleaving {a} / {b} run by run: round {r + 1}/{rounds}")
+                for name in (a, b):
+                    self.pool.stop(name)  # a fresh boot of both every round
+                both = [self.pool.get(self.profiles.get(a)), self.pool.get(self.profiles.get(b), keep=(a,))]
+                for name, m in zip((a, b), measure_interleaved(both, share, self.progress), strict=True):
+                    merged[name] = merge(merged[name], m) if name in merged else m
+                continue
+            for name in order:
+                self.progress(f"alternating {' / '.join(order)}: round {r + 1}/{rounds}, {name}")
+                self.pool.stop(name)  # a fresh boot every round
+                m = measure(self.server(name), share, self.progress)
+                merged[name] = merge(merged[name], m) if name in merged else m
+        return merged
 
     # -- what measurements are compared against --------------------------------------------
 

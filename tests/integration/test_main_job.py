@@ -131,11 +131,11 @@ alternate_rounds = 2
 """
 
 
-def _tuned_gate(tmp_path: Path, profile_text: str) -> subprocess.CompletedProcess[str]:
-    """`pytest -m perf -k tuned` on a two-server profile set, 6 runs a side; asserts it passed."""
+def _tuned_gate(tmp_path: Path, profile_text: str, select: str = "tuned") -> subprocess.CompletedProcess[str]:
+    """`pytest -m perf -k tuned` (or ``select``) on a gate profile set, 6 runs a side; asserts it passed."""
     profile = tmp_path / "gates.toml"
     profile.write_text(profile_text)
-    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py"), "-k", "tuned",
+    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py"), "-k", select,
            "-p", "no:cacheprovider", "-q", "--rootdir", str(ROOT), f"--specwatch-profiles={profile}",
            f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'h.sqlite'}",
            "--specwatch-runs=6", "--specwatch-warmup=1"]
@@ -164,3 +164,44 @@ def test_relative_gate_can_interleave_two_live_servers_run_by_run(tmp_path: Path
     assert "eagle3-untuned single-stream: run 6/6" in out.stdout and "eagle3-tuned single-stream: run 6/6" in out.stdout
     row = r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"
     assert re.search(row, out.stdout), out.stdout[-2000:]
+
+
+THREE = """
+version = 1
+[defaults]
+engine = "reference"
+model = "ref-tiny"
+device = "cpu"
+[[server]]
+name = "baseline-tuned"
+env = "tuned"
+[[server]]
+name = "eagle3-untuned"
+env = "untuned"
+speculative = { algorithm = "EAGLE3", num_steps = 2 }
+[[server]]
+name = "eagle3-tuned"
+env = "tuned"
+speculative = { algorithm = "EAGLE3", num_steps = 2 }
+[fixtures]
+baseline = "baseline-tuned"
+spec = "eagle3-tuned"
+tuned = "eagle3-tuned"
+untuned = "eagle3-untuned"
+[gates]
+spec_margin = -0.9
+tuned_tolerance = 0.5
+alternate_rounds = 2
+"""
+
+
+def test_two_gates_sharing_a_server_boot_it_once_a_round(tmp_path: Path) -> None:
+    """The GPU sets' shape: eagle3-tuned is both the spec and the tuned server. Each round boots
+    baseline, eagle3-tuned, eagle3-untuned once (3 boots a round, not 4); both gates pool 6 runs."""
+    out = _tuned_gate(tmp_path, THREE, select="tuned or speculation")
+    boots = [ln.split("booting ")[1].split(":")[0] for ln in out.stdout.splitlines() if "[specwatch] booting" in ln]
+    assert boots == ["baseline-tuned", "eagle3-tuned", "eagle3-untuned"] * 2, boots
+    assert "alternating baseline-tuned / eagle3-tuned / eagle3-untuned: round 2/2" in out.stdout
+    for row in (r"eagle3-tuned vs baseline-tuned \(single-stream, decode tok/s\)\s+6\s",
+                r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"):
+        assert re.search(row, out.stdout), out.stdout[-2000:]
