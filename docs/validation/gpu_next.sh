@@ -8,6 +8,10 @@
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh record2   # ref-small h200x2-nvlink baselines (BUDGET: seconds left)
 #   W=$OUT/n5 bash docs/validation/gpu_next.sh correct2  # tests/correctness at TP=2, then on one GPU
 #   W=$OUT/n6 bash docs/validation/gpu_next.sh matrix2   # the TP=2 perf matrix timed, one more baseline session
+# Session 5 ran correct2 and matrix2 (docs/validation/README.md, section 9). Still worth a call:
+# matrix2 again, to time the 10-boot matrix (a server shared by both gates boots once a round), and
+# record1 for more h200x1 sessions of the untuned profiles (give each GPU's run 400 s: two at once
+# take about 330 s).
 # The device returns a limited number of files per call: end the call with
 #   cd $OUT && tar czf n5.tgz n5 && rm -rf n5
 # Tested on CPU with P / P2 pointing at CPU variants of the profile sets.
@@ -36,7 +40,7 @@ if [ "$stage" = record1 ]; then
   # floors/drift-only sessions on both GPUs while the call's time lasts. Every results file is
   # merged into baselines/ afterwards, on the workstation (`specwatch baseline update`).
   for g in 0 1; do
-    CUDA_VISIBLE_DEVICES=$g run x1-g$g 400 -m perf tests/perf --specwatch-profiles $P --update-baselines \
+    CUDA_VISIBLE_DEVICES=$g run x1-g$g 420 -m perf tests/perf --specwatch-profiles $P --update-baselines \
       --specwatch-report-dir "$W/x1-g$g" "${common[@]}" --specwatch-baseline-dir "$W/scratch-g$g" \
       --specwatch-history "$W/history-g$g.sqlite" &
   done
