@@ -8,15 +8,16 @@
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh record2   # ref-small h200x2-nvlink baselines (BUDGET: seconds left)
 #   W=$OUT/n5 bash docs/validation/gpu_next.sh correct2  # tests/correctness at TP=2, then on one GPU
 #   W=$OUT/n6 bash docs/validation/gpu_next.sh matrix2   # the TP=2 perf matrix timed, one more baseline session
+#   W=$OUT/n9 bash docs/validation/gpu_next.sh allreduce # specwatch allreduce on NVLink and over sockets, ~2 min
 # Session 5 ran correct2 and matrix2 (docs/validation/README.md, section 9). Still worth a call:
 # matrix2 again, to time the 10-boot matrix (a server shared by both gates boots once a round), and
 # record1 for more h200x1 sessions of the untuned profiles (give each GPU's run 400 s: two at once
-# take about 330 s).
+# take about 330 s), then allreduce: the all-reduce probe (specwatch allreduce), run on CPU only so far.
 # The device returns a limited number of files per call: end the call with
 #   cd $OUT && tar czf n5.tgz n5 && rm -rf n5
 # Tested on CPU with P / P2 pointing at CPU variants of the profile sets.
 set -u
-stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket|correct2|matrix2}
+stage=${1:?usage: gpu_next.sh tenpct|record1|record2|socket|correct2|matrix2|allreduce}
 W=${W:?set W to the output folder}; mkdir -p "$W"
 source "$(dirname "$0")/stages.sh"
 PL=${PL:-fixtures/profiles/gpu-ref-large.toml}
@@ -80,6 +81,17 @@ if [ "$stage" = matrix2 ]; then
   # session for the h200x2-nvlink baselines; merge results on the workstation.
   run matrix-tp2 560 -m perf tests/perf --specwatch-profiles $P2 --update-baselines \
     --specwatch-report-dir "$W/m2" "${common[@]}"
+fi
+
+if [ "$stage" = allreduce ]; then
+  # The tuning's effect on the all-reduce itself, graphed, under each server's environment: NVLink
+  # (device-facts: within 1.5%) and sockets (about 11% at 14 KB).
+  for f in gpu-ref-small-tp2 gpu-ref-large-tp2-socket; do
+    t0=$SECONDS
+    timeout 280 "${PYTHON:-python3}" -m specwatch.cli allreduce fixtures/profiles/$f.toml --rounds 3 \
+      > "$W/allreduce-$f.txt" 2>&1
+    echo "allreduce $f: exit $? in $((SECONDS - t0)) s" | tee -a "$W/stages.txt"
+  done
 fi
 
 if [ "$stage" = socket ]; then

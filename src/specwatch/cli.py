@@ -182,6 +182,18 @@ def _cmd_profile_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_allreduce(args: argparse.Namespace) -> int:
+    from specwatch import allreduce
+
+    try:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    except ValueError:
+        raise UsageError(f"--sizes: comma-separated byte counts, got {args.sizes!r}") from None
+    allreduce.main(args.file, rounds=args.rounds, sizes=sizes, graphed=args.graphed, device=args.device,
+                   calls=args.calls, samples=args.samples, timeout_s=args.timeout)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specwatch", description="Read engine logs, compare results, manage baselines and history, bisect "
@@ -239,6 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--host", default="127.0.0.1")
     show.add_argument("--port", type=int, default=30000)
     show.set_defaults(func=_cmd_profile_show)
+
+    p = sub.add_parser("allreduce", help="time NCCL all-reduce under the tuned and the untuned server's environment")
+    p.add_argument("file", nargs="?", default=None, help="profile TOML with tuned/untuned servers at TP ≥ 2")
+    p.add_argument("--rounds", type=int, default=3, help="untuned/tuned launches in alternation (default 3)")
+    p.add_argument("--sizes", default="2048,6144,14336", help="message sizes in bytes (default 2048,6144,14336)")
+    p.add_argument("--graphed", choices=("auto", "yes", "no"), default="auto",
+                   help="all-reduce inside a CUDA graph, as a graphed server runs it (auto: on CUDA)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--calls", type=int, default=20, help="all-reduces per timed sample")
+    p.add_argument("--samples", type=int, default=30, help="timed samples per launch and size")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds per launch before its ranks are killed")
+    p.set_defaults(func=_cmd_allreduce)
 
     from specwatch.bisect import Bisect, BisectPatches
 

@@ -1,0 +1,108 @@
+"""The all-reduce probe: the environments it launches under, its verdicts, real gloo ranks on CPU."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+from specwatch import allreduce
+from specwatch.allreduce import ProbeRun, probe_env, run_probe, tuning_effects
+from specwatch.cli import main
+from specwatch.errors import EXIT_OK, EXIT_USAGE, InfraError, UsageError
+from specwatch.launch import managed_variables
+from specwatch.profile import TUNED_NCCL, parse_profiles
+
+TP2 = {
+    "defaults": {"engine": "reference", "model": "ref-tiny", "device": "cpu", "tp": 2},
+    "server": [{"name": "eagle3-untuned", "env": "untuned", "extra_env": {"NCCL_P2P_DISABLE": "1"}},
+               {"name": "eagle3-tuned", "env": "tuned", "extra_env": {"NCCL_P2P_DISABLE": "1"}}],
+    "fixtures": {"tuned": "eagle3-tuned", "untuned": "eagle3-untuned"},
+}
+
+
+def test_probe_env_is_the_servers_nccl_environment() -> None:
+    ps = parse_profiles(TP2)
+    tuned, untuned = allreduce.tuned_and_untuned(ps)
+    managed = managed_variables(ps.servers.values())
+    shell = {"NCCL_ALGO": "Tree", "HOME": "/root", "PYTHONPATH": "/x"}  # a leak from the user's shell
+    t, u = probe_env(tuned, managed, shell), probe_env(untuned, managed, shell)
+    assert {k: t[k] for k in TUNED_NCCL} == dict(TUNED_NCCL)
+    assert not set(TUNED_NCCL) & set(u), "the untuned ranks must not see any tuned variable"
+    assert t["NCCL_P2P_DISABLE"] == u["NCCL_P2P_DISABLE"] == "1" and u["HOME"] == "/root"
+    assert u["PYTHONPATH"].endswith(os.pathsep + "/x") and u["PYTHONPATH"].split(os.pathsep)[0].endswith("src")
+
+
+def test_tp1_or_missing_roles_are_usage_errors() -> None:
+    one = {**TP2, "defaults": {**TP2["defaults"], "tp": 1}}
+    with pytest.raises(UsageError, match="tensor parallel 1: there is no all-reduce to time"):
+        allreduce.tuned_and_untuned(parse_profiles(one))
+    with pytest.raises(UsageError, match="no tuned and untuned servers"):
+        allreduce.tuned_and_untuned(parse_profiles({"server": [{"name": "a", "tp": 2}]}))
+
+
+def _run(us: float, n: int = 30, spread: float = 0.01) -> ProbeRun:
+    return ProbeRun({14336: [us * (1 + spread * ((i % 7) - 3) / 3) for i in range(n)]}, "nccl", True, 2)
+
+
+def test_eleven_percent_faster_is_a_win_and_one_percent_is_none() -> None:
+    # device-facts, sockets: 86.2 µs untuned, 76.8 µs tuned; NVLink: 10.76 against 10.60
+    (sock,) = tuning_effects([_run(86.2), _run(86.0)], [_run(76.8), _run(77.0)], min_effect=0.05)
+    assert sock.gate.ratio == pytest.approx(76.9 / 86.1, rel=0.01) and sock.sentence.startswith("tuning helps")
+    assert "untuned     86.0 µs  tuned     76.8 µs  time -10.7% [" in sock.line()
+    assert "tuning helps: +12.0%" in sock.line()  # the same change as speed: 1 / 0.893
+    (nvl,) = tuning_effects([_run(10.76, spread=0.03)], [_run(10.60, spread=0.03)], min_effect=0.05)
+    assert not nvl.sentence.startswith("tuning helps"), nvl.sentence
+    assert nvl.gate.gain < 0.05
+
+
+def test_real_gloo_ranks_on_cpu() -> None:
+    ps = parse_profiles(TP2)
+    tuned, _ = allreduce.tuned_and_untuned(ps)
+    run = run_probe(probe_env(tuned, managed_variables(ps.servers.values())), world=2, sizes=[1024, 4096],
+                    device="cpu", graphed=False, calls=2, samples=3, timeout_s=120)
+    assert run.backend == "gloo" and run.world == 2 and not run.graphed
+    assert sorted(run.samples_us) == [1024, 4096]
+    assert all(len(xs) == 3 and min(xs) > 0 for xs in run.samples_us.values())
+
+
+def _probe_processes() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if "specwatch.allreduce_ranks" in " ".join(p.info["cmdline"] or []):
+            found.append(p)
+    return found
+
+
+def test_a_probe_past_its_timeout_is_killed_with_its_ranks() -> None:
+    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    with pytest.raises(InfraError, match=r"did not finish in 0\.5 s; killed"):
+        run_probe(env, world=2, sizes=[1024], device="cpu", graphed=False, calls=2, samples=3, timeout_s=0.5)
+    deadline = time.monotonic() + 10
+    while _probe_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _probe_processes()
+
+
+def test_a_failing_probe_says_why() -> None:
+    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    with pytest.raises(InfraError, match=r"the all-reduce probe failed \(exit [1-9]"):
+        run_probe(env, world=2, sizes=[1024], device="cpu", graphed=True, calls=2, samples=3, timeout_s=120)
+
+
+def test_cli_prints_the_table(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    prof = tmp_path / "tp2.toml"
+    prof.write_text('version = 1\n[defaults]\nengine = "reference"\nmodel = "ref-tiny"\ndevice = "cpu"\ntp = 2\n'
+                    '[[server]]\nname = "u"\nenv = "untuned"\n[[server]]\nname = "t"\nenv = "tuned"\n'
+                    '[fixtures]\ntuned = "t"\nuntuned = "u"\n')
+    args = ["allreduce", str(prof), "--rounds", "1", "--samples", "3", "--calls", "2", "--sizes", "1024"]
+    assert main(args) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "all-reduce probe, round 1/1: u (2 ranks, cpu, eager)" in out
+    assert "all-reduce, 2 ranks over gloo, eager, 1 round(s) x 3 samples of 2 calls; t against u:" in out
+    assert "    1024 B  untuned" in out and "; " in out.splitlines()[-1]
+    assert main(["allreduce", str(prof), "--sizes", "1k"]) == EXIT_USAGE
+    assert main(["allreduce", str(prof), "--graphed", "yes", "--device", "cpu"]) == EXIT_USAGE
+    assert "--graphed yes needs --device cuda" in capsys.readouterr().err
