@@ -8,7 +8,7 @@
 #   W=$OUT/n3 bash docs/validation/gpu_next.sh record2   # ref-small h200x2-nvlink baselines (BUDGET: seconds left)
 #   W=$OUT/n5 bash docs/validation/gpu_next.sh correct2  # tests/correctness at TP=2, then on one GPU
 #   W=$OUT/n6 bash docs/validation/gpu_next.sh matrix2   # the TP=2 perf matrix timed, one more baseline session
-#   W=$OUT/n9 bash docs/validation/gpu_next.sh allreduce # specwatch allreduce on NVLink and over sockets, ~2 min
+#   W=$OUT/n9 bash docs/validation/gpu_next.sh allreduce # specwatch allreduce on NVLink and over sockets, ~4 min
 # Session 5 ran correct2 and matrix2 (docs/validation/README.md, section 9). Still worth a call:
 # matrix2 again, to time the 10-boot matrix (a server shared by both gates boots once a round), and
 # record1 for more h200x1 sessions of the untuned profiles (give each GPU's run 400 s: two at once
@@ -88,7 +88,7 @@ if [ "$stage" = allreduce ]; then
   # (device-facts: within 1.5%) and sockets (about 11% at 14 KB).
   for f in gpu-ref-small-tp2 gpu-ref-large-tp2-socket; do
     t0=$SECONDS
-    timeout 280 "${PYTHON:-python3}" -m specwatch.cli allreduce fixtures/profiles/$f.toml --rounds 3 \
+    timeout 290 "${PYTHON:-python3}" -m specwatch.cli allreduce fixtures/profiles/$f.toml --rounds 6 \
       > "$W/allreduce-$f.txt" 2>&1
     echo "allreduce $f: exit $? in $((SECONDS - t0)) s" | tee -a "$W/stages.txt"
   done

@@ -154,6 +154,8 @@ def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str
                 f"smaller than the {size} this profile counts as an effect", "no_effect")
     if gain.verdict is compare.GateVerdict.NO_EFFECT:
         return f"no measurable effect: {gain.gain * 100:+.1f}% (p={gain.p_differ:.2g})", "no_effect"
+    if gain.verdict is compare.GateVerdict.FAIL:
+        return f"tuning makes it worse: {gain.gain * 100:+.1f}% (p={gain.p_fail:.2g})", "fail"
     return f"{gain.verdict.value}: {gain.gain * 100:+.1f}%", gain.verdict.value
 
 

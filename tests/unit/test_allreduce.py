@@ -11,6 +11,7 @@ import pytest
 from specwatch import allreduce
 from specwatch.allreduce import ProbeRun, probe_env, run_probe, tuning_effects
 from specwatch.cli import main
+from specwatch.compare import relative_gate
 from specwatch.errors import EXIT_OK, EXIT_USAGE, InfraError, UsageError
 from specwatch.launch import managed_variables
 from specwatch.profile import TUNED_NCCL, parse_profiles
@@ -47,15 +48,30 @@ def _run(us: float, n: int = 30, spread: float = 0.01) -> ProbeRun:
     return ProbeRun({14336: [us * (1 + spread * ((i % 7) - 3) / 3) for i in range(n)]}, "nccl", True, 2)
 
 
-def test_eleven_percent_faster_is_a_win_and_one_percent_is_none() -> None:
+def _launches(us: float, jitter: float, k: int = 6) -> list[ProbeRun]:
+    """``k`` launches whose medians wander by about ``jitter`` around ``us``."""
+    return [_run(us * (1 + jitter * ((i * 5) % k - (k - 1) / 2) / k)) for i in range(k)]
+
+
+def test_eleven_percent_faster_is_a_win_and_one_and_a_half_percent_is_none() -> None:
     # device-facts, sockets: 86.2 µs untuned, 76.8 µs tuned; NVLink: 10.76 against 10.60
-    (sock,) = tuning_effects([_run(86.2), _run(86.0)], [_run(76.8), _run(77.0)], min_effect=0.05)
-    assert sock.gate.ratio == pytest.approx(76.9 / 86.1, rel=0.01) and sock.sentence.startswith("tuning helps")
-    assert "untuned     86.0 µs  tuned     76.8 µs  time -10.7% [" in sock.line()
-    assert "tuning helps: +12.0%" in sock.line()  # the same change as speed: 1 / 0.893
-    (nvl,) = tuning_effects([_run(10.76, spread=0.03)], [_run(10.60, spread=0.03)], min_effect=0.05)
+    (sock,) = tuning_effects(_launches(86.2, 0.02), _launches(76.8, 0.02), min_effect=0.05)
+    assert sock.gate.ratio == pytest.approx(76.8 / 86.2, rel=0.01) and sock.sentence.startswith("tuning helps")
+    assert sock.gate.n_a == sock.gate.n_b == 6  # launches, not samples
+    assert "untuned     86.2 µs  tuned     76.8 µs  time -10.9% [" in sock.line()
+    (nvl,) = tuning_effects(_launches(10.76, 0.03), _launches(10.60, 0.03), min_effect=0.05)
     assert not nvl.sentence.startswith("tuning helps"), nvl.sentence
-    assert nvl.gate.gain < 0.05
+
+
+def test_launch_to_launch_wander_is_not_an_effect() -> None:
+    """Two launches a side that differ only by where they landed: pooled samples (60 a side) call
+    this a 33% win at p ~ 1e-6; launch medians cannot, and say so."""
+    untuned, tuned = [_run(1000.0), _run(1400.0)], [_run(700.0), _run(1100.0)]
+    (e,) = tuning_effects(untuned, tuned, min_effect=0.05)
+    assert e.gate.n_a == 2 and not e.sentence.startswith("tuning helps"), e.sentence
+    pooled = relative_gate([x for r in tuned for x in r.samples_us[14336]],
+                           [x for r in untuned for x in r.samples_us[14336]], higher_is_better=False)
+    assert pooled.passed and pooled.p_pass < 1e-5  # what the launch as the unit avoids
 
 
 def test_real_gloo_ranks_on_cpu() -> None:
@@ -97,12 +113,14 @@ def test_cli_prints_the_table(tmp_path, capsys: pytest.CaptureFixture[str]) -> N
     prof.write_text('version = 1\n[defaults]\nengine = "reference"\nmodel = "ref-tiny"\ndevice = "cpu"\ntp = 2\n'
                     '[[server]]\nname = "u"\nenv = "untuned"\n[[server]]\nname = "t"\nenv = "tuned"\n'
                     '[fixtures]\ntuned = "t"\nuntuned = "u"\n')
-    args = ["allreduce", str(prof), "--rounds", "1", "--samples", "3", "--calls", "2", "--sizes", "1024"]
+    args = ["allreduce", str(prof), "--rounds", "2", "--samples", "3", "--calls", "2", "--sizes", "1024"]
     assert main(args) == EXIT_OK
     out = capsys.readouterr().out
-    assert "all-reduce probe, round 1/1: u (2 ranks, cpu, eager)" in out
-    assert "all-reduce, 2 ranks over gloo, eager, 1 round(s) x 3 samples of 2 calls; t against u:" in out
+    assert "all-reduce probe, round 2/2: u (2 ranks, cpu, eager)" in out
+    assert "all-reduce, 2 ranks over gloo, eager, 2 launches a side (the unit: each one's median of 3 samples of " \
+           "2 calls); t against u:" in out
     assert "    1024 B  untuned" in out and "; " in out.splitlines()[-1]
     assert main(["allreduce", str(prof), "--sizes", "1k"]) == EXIT_USAGE
+    assert main(["allreduce", str(prof), "--rounds", "1"]) == EXIT_USAGE
     assert main(["allreduce", str(prof), "--graphed", "yes", "--device", "cpu"]) == EXIT_USAGE
     assert "--graphed yes needs --device cuda" in capsys.readouterr().err

@@ -225,6 +225,9 @@ def test_tuning_effect_needs_significance_and_size():
     assert tuning_effect(big, 0.05)[1] == "pass"
     same = relative_gate(list(826 * (1 + 0.05 * rng.standard_normal(21))), untuned)
     assert tuning_effect(same, 0.05)[1] in ("no_effect", "inconclusive")
+    worse = relative_gate(list(826 * 0.9 * (1 + 0.01 * rng.standard_normal(21))), untuned)
+    text, verdict = tuning_effect(worse, 0.05)
+    assert verdict == "fail" and text.startswith("tuning makes it worse: -10."), text
 
 
 def test_a_verdict_on_runs_alone_says_so_and_a_multi_session_one_does_not() -> None:
