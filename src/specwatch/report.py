@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import statistics
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,8 @@ class ReportRow:
     change: float | None = None
     p: float | None = None
     verdict: str = "new"
+    #: the change a verdict needs to exceed to count (a fraction), shown beside it in the table
+    tolerance: float | None = None
     higher_is_better: bool = True
     samples: tuple[float, ...] = ()
     nodeid: str = ""  # the pytest test that measured it, if any
@@ -79,6 +80,7 @@ class ReportRow:
             change=getattr(comparison, "ratio", 1.0) - 1.0 if hasattr(comparison, "ratio") else None,
             p=getattr(comparison, "p", None),
             verdict=str(getattr(verdict, "value", verdict)),
+            tolerance=getattr(comparison, "tolerance", None),
             higher_is_better=bool(getattr(comparison, "higher_is_better", True)),
             samples=tuple(float(x) for x in samples),
             nodeid=nodeid,
@@ -135,7 +137,11 @@ def fmt_verdict(verdict: str) -> str:
     return verdict.replace("_", " ").upper() if verdict in BAD_VERDICTS else verdict.replace("_", " ")
 
 
-COLUMNS = ("test/key", "n", "median ± CI", "unit", "baseline", "change", "p", "verdict")
+COLUMNS = ("test/key", "n", "median ± CI", "unit", "baseline", "change", "tol", "p", "verdict")
+
+
+def fmt_tolerance(tolerance: float | None) -> str:
+    return "-" if tolerance is None else f"±{tolerance * 100:g}%"
 
 
 def _cells(row: ReportRow) -> tuple[str, ...]:
@@ -146,6 +152,7 @@ def _cells(row: ReportRow) -> tuple[str, ...]:
         row.unit,
         fmt_num(row.baseline_median),
         fmt_change(row.change),
+        fmt_tolerance(row.tolerance),
         fmt_p(row.p),
         fmt_verdict(row.verdict),
     )
@@ -161,7 +168,7 @@ def summary_table(rows: Sequence[ReportRow], title: str = "specwatch results") -
         return f"{title}: no results"
     cells = [COLUMNS, *(_cells(r) for r in rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
-    right = {1, 2, 4, 5, 6}
+    right = {1, 2, 4, 5, 6, 7}
 
     def line(c: Sequence[str]) -> str:
         parts = [c[i].rjust(widths[i]) if i in right else c[i].ljust(widths[i]) for i in range(len(c))]
@@ -190,7 +197,7 @@ def markdown_summary(rows: Sequence[ReportRow], title: str = "specwatch results"
     out = [f"### {title}", "", f"{len(rows)} result(s), {status}.", ""]
     if rows:
         out.append("| " + " | ".join(COLUMNS) + " |")
-        out.append("|" + "|".join(["---", "--:", "--:", "---", "--:", "--:", "--:", "---"]) + "|")
+        out.append("|" + "|".join(["---", "--:", "--:", "---", "--:", "--:", "--:", "--:", "---"]) + "|")
         for r in rows:
             cells = [_md_escape(c) for c in _cells(r)]
             cells[0] = f"`{cells[0]}`"
@@ -274,60 +281,31 @@ def add_user_properties(item: Any, rows: Iterable[ReportRow], prefix: str = "spe
 
 
 # --------------------------------------------------------------------------------------------
-# (d) pytest-benchmark-compatible JSON
+# (d) pytest-benchmark JSON, written through pytest-benchmark's own classes
+#
+# specwatch once re-implemented pytest-benchmark's Stats; pytest-benchmark 5.3.1 fixed its
+# ``hd15iqr`` and the copy silently went wrong. Now the statistics, the per-benchmark document and
+# the file's envelope all come from pytest-benchmark itself (a run-time dependency), so its
+# ``compare`` command and dashboards read exactly what they would have written.
 
 
-def _quartiles(data: Sequence[float]) -> tuple[float, float]:
-    """Q1 and Q3 exactly as pytest-benchmark's Stats computes them."""
-    d = sorted(data)
-    n = len(d)
-    if n == 1:
-        return d[0], d[0]
-    if n % 2:
-        k, q = n // 4, n % 4
-        if q == 1:
-            return 0.25 * d[k - 1] + 0.75 * d[k], 0.75 * d[3 * k] + 0.25 * d[3 * k + 1]
-        return 0.75 * d[k] + 0.25 * d[k + 1], 0.25 * d[3 * k + 1] + 0.75 * d[3 * k + 2]
-    return statistics.median(d[: n // 2]), statistics.median(d[n // 2 :])
+def _pytest_benchmark():
+    from pytest_benchmark import plugin as pb_plugin
+    from pytest_benchmark import stats as pb_stats
+
+    return pb_stats, pb_plugin
 
 
 def benchmark_stats(data: Sequence[float]) -> dict[str, Any]:
-    """The ``stats`` block of a pytest-benchmark entry (same fields and definitions)."""
+    """The ``stats`` block of a pytest-benchmark entry, computed by ``pytest_benchmark.stats.Stats``."""
     d = [float(x) for x in data]
     if not d:
         raise ValueError("no samples")
-    srt = sorted(d)
-    mean = statistics.mean(d)
-    stddev = statistics.stdev(d) if len(d) > 1 else 0.0
-    q1, q3 = _quartiles(d)
-    iqr = q3 - q1
-    lo, hi = q1 - 1.5 * iqr, q3 + 1.5 * iqr
-    ld15iqr = next((x for x in srt if x >= lo), srt[0]) if len(d) > 1 else d[0]
-    # pytest-benchmark takes the first datum *above* Q3 + 1.5 IQR (or the max); kept identical
-    hd15iqr = next((x for x in srt if x > hi), srt[-1]) if len(d) > 1 else d[0]
-    iqr_out = sum(1 for x in d if x < lo or x > hi)
-    sd_out = sum(1 for x in d if x < mean - stddev or x > mean + stddev)
-    total = sum(d)
-    return {
-        "min": srt[0],
-        "max": srt[-1],
-        "mean": mean,
-        "stddev": stddev,
-        "rounds": len(d),
-        "median": statistics.median(d),
-        "iqr": iqr,
-        "q1": q1,
-        "q3": q3,
-        "iqr_outliers": iqr_out,
-        "stddev_outliers": sd_out,
-        "outliers": f"{sd_out};{iqr_out}",
-        "ld15iqr": ld15iqr,
-        "hd15iqr": hd15iqr,
-        "ops": len(d) / total if total else 0,
-        "total": total,
-        "data": d,
-        "iterations": 1,
-    }
+    pb_stats, _ = _pytest_benchmark()
+    stats = pb_stats.Stats()
+    for x in d:
+        stats.update(x)
+    return {**stats.as_dict(), "data": d, "iterations": 1}
 
 
 def as_seconds(samples: Sequence[float], unit: str) -> tuple[list[float], str]:
@@ -346,21 +324,51 @@ def as_seconds(samples: Sequence[float], unit: str) -> tuple[list[float], str]:
 
 
 def default_machine_info() -> dict[str, Any]:
-    """The fields of pytest-benchmark's machine_info that need no extra packages."""
-    uname = platform.uname()
-    return {
-        "node": uname.node,
-        "processor": uname.processor,
-        "machine": uname.machine,
-        "python_compiler": platform.python_compiler(),
-        "python_implementation": platform.python_implementation(),
-        "python_implementation_version": platform.python_version(),
-        "python_version": platform.python_version(),
-        "python_build": list(platform.python_build()),
-        "release": uname.release,
-        "system": uname.system,
-        "cpu": {},
+    """pytest-benchmark's own ``machine_info`` (its hook implementation, with py-cpuinfo's cpu)."""
+    _, pb_plugin = _pytest_benchmark()
+    info = dict(pb_plugin.pytest_benchmark_generate_machine_info())
+    info["python_build"] = list(info.get("python_build") or ())
+    return info
+
+
+@dataclass
+class _Fixture:
+    """The attributes of a ``BenchmarkFixture`` that ``pytest_benchmark.stats.Metadata`` reads."""
+
+    name: str
+    fullname: str
+    group: str | None
+    extra_info: dict[str, Any]
+    param: Any = None
+    params: Any = None
+    cprofile_stats: Any = None
+    has_error: bool = False
+
+
+def _metadata(row: ReportRow, group: str | None) -> Any:
+    pb_stats, _ = _pytest_benchmark()
+    data, conversion = as_seconds(row.samples, row.unit)
+    extra = {
+        **dict(row.extra),
+        "specwatch_version": __version__,
+        "unit": row.unit,
+        "conversion": conversion,
+        "samples": list(row.samples),
+        "higher_is_better": row.higher_is_better,
+        "verdict": row.verdict,
+        "baseline_median": row.baseline_median,
+        "change": row.change,
+        "p": row.p,
+        "median_ci": [row.ci_low, row.ci_high] if row.ci_low is not None else None,
     }
+    fixture = _Fixture(name=row.key, fullname=f"{row.nodeid}::{row.key}" if row.nodeid else row.key,
+                       group=group, extra_info=extra)
+    options = {"disable_gc": False, "timer": "specwatch", "min_rounds": len(data), "max_time": 0,
+               "min_time": 0, "warmup": False}
+    meta = pb_stats.Metadata(fixture, iterations=1, options=options)
+    for x in data:
+        meta.update(x)
+    return meta
 
 
 def benchmark_json(
@@ -373,60 +381,31 @@ def benchmark_json(
 ) -> dict[str, Any]:
     """A pytest-benchmark ``--benchmark-json`` document of the rows that have samples.
 
+    Built by pytest-benchmark's ``Metadata`` and its ``pytest_benchmark_generate_json`` hook:
     ``name`` is the result key, ``fullname`` the test node id plus the key, ``stats`` comes from
     :func:`as_seconds` samples, and ``extra_info`` keeps the raw samples, unit, direction and the
-    specwatch verdict so nothing is lost. The ``version`` is pytest-benchmark's format version
-    (5.x), which its loader expects; specwatch's own version is in ``extra_info``.
+    specwatch verdict so nothing is lost. ``version`` is the installed pytest-benchmark's.
     """
-    benchmarks = []
-    for r in rows:
-        if not r.samples:
-            continue
-        data, conversion = as_seconds(r.samples, r.unit)
-        fullname = f"{r.nodeid}::{r.key}" if r.nodeid else r.key
-        extra = {
-            **dict(r.extra),
-            "specwatch_version": __version__,
-            "unit": r.unit,
-            "conversion": conversion,
-            "samples": list(r.samples),
-            "higher_is_better": r.higher_is_better,
-            "verdict": r.verdict,
-            "baseline_median": r.baseline_median,
-            "change": r.change,
-            "p": r.p,
-            "median_ci": [r.ci_low, r.ci_high] if r.ci_low is not None else None,
-        }
-        benchmarks.append(
-            {
-                "group": group,
-                "name": r.key,
-                "fullname": fullname,
-                "params": None,
-                "param": None,
-                "extra_info": extra,
-                "options": {"disable_gc": False, "timer": "specwatch", "min_rounds": len(data),
-                            "max_time": 0, "min_time": 0, "warmup": False},
-                "stats": benchmark_stats(data),
-            }
-        )
-    return {
-        "machine_info": dict(machine_info) if machine_info is not None else default_machine_info(),
-        "commit_info": dict(commit_info) if commit_info is not None else {},
-        "benchmarks": benchmarks,
-        "datetime": (when or datetime.now(timezone.utc)).isoformat(),
-        "version": "5.2.3",
-    }
+    _, pb_plugin = _pytest_benchmark()
+    doc = pb_plugin.pytest_benchmark_generate_json(
+        config=None,
+        benchmarks=[_metadata(r, group) for r in rows if r.samples],
+        include_data=True,
+        machine_info=dict(machine_info) if machine_info is not None else default_machine_info(),
+        commit_info=dict(commit_info) if commit_info is not None else {},
+    )
+    if when is not None:
+        doc["datetime"] = when.isoformat()
+    return doc
 
 
 def write_benchmark_json(path: str | Path, rows: Sequence[ReportRow], **kwargs: Any) -> Path:
     """Write :func:`benchmark_json` atomically (sorted, indented); return the path."""
+    from specwatch.atomic import write_text_atomic
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(benchmark_json(rows, **kwargs), indent=4, sort_keys=True) + "\n")
-    tmp.replace(target)
-    return target
+    return write_text_atomic(target, json.dumps(benchmark_json(rows, **kwargs), indent=4, sort_keys=True) + "\n")
 
 
 def rows_from_results(doc: Mapping[str, Any]) -> list[ReportRow]:
