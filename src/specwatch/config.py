@@ -6,6 +6,7 @@ flags from it, so a flag means the same thing everywhere.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -15,25 +16,55 @@ from typing import Any
 from specwatch.errors import UsageError
 
 
+def _number(text: str, what: str) -> float:
+    """A finite float from ``text``, or ValueError saying ``what`` was expected (NaN and inf included)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"must be {what}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"must be {what}")
+    return value
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _number(text, "a number > 0")
     if value <= 0:
-        raise ValueError("must be > 0")
+        raise ValueError("must be a number > 0")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = _number(text, "a probability in (0, 1)")
+    if not 0 < value < 1:
+        raise ValueError("must be a probability in (0, 1)")
     return value
 
 
 def _fraction(text: str) -> float:
-    value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
-    if not 0 <= value < 1:
-        raise ValueError("must be a fraction in [0, 1) or a percentage like 5%")
+    what = "a fraction in (0, 1) or a percentage like 5%"
+    value = _number(text.rstrip("%"), what) / (100.0 if text.endswith("%") else 1.0)
+    if not 0 < value < 1:  # 0 would make every change a regression (compare() refuses it)
+        raise ValueError(f"must be {what}")
+    return value
+
+
+def _integer(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise ValueError("must be a positive integer" if low == 1 else f"must be an integer ≥ {low}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError("must be a positive integer")
-    return value
+    return _integer(text, 1)
+
+
+def _non_negative_int(text: str) -> int:
+    return _integer(text, 0)
 
 
 def _bool(text: str) -> bool:
@@ -95,10 +126,15 @@ OPTIONS: tuple[Option, ...] = (
            "read engine and NCCL log lines"),
     Option("boot_timeout", "seconds a server may take to become ready", _positive_float, 900.0),
     Option("runs", "measured runs per workload (overrides the workload's own)", _positive_int),
-    Option("warmup", "warmup runs per workload, excluded from samples", int, None),
+    Option("warmup", "warmup runs per workload, excluded from samples", _non_negative_int, None),
     Option("tolerance", "regression tolerance as a fraction or percentage", _fraction, 0.05),
-    Option("alpha", "significance level for regression verdicts", _positive_float, 0.01),
+    Option("alpha", "significance level for regression verdicts", _probability, 0.01),
     Option("baseline_dir", "directory of stored baselines", str, "baselines"),
+    Option("require_baseline", "fail (not skip) a drift test whose stored baseline is missing: a perf gate "
+           "that silently did not compare is worse than one that fails (on in the CI templates)", _bool, False, True),
+    Option("project", "the project folder that relative baseline, report and history paths start from "
+           "(default: the folder of the pytest ini file, else the nearest folder above the working directory "
+           "that has one; never pytest's rootdir guess)"),
     Option("update_baselines", "write baselines from this run's measurements", _bool, False, True,
            "--update-baselines"),
     Option("baseline_sessions", "with --update-baselines: keep the samples of this many recording sessions "
@@ -130,6 +166,8 @@ class Config:
     tolerance: float = 0.05
     alpha: float = 0.01
     baseline_dir: str = "baselines"
+    require_baseline: bool = False
+    project: str | None = None
     update_baselines: bool = False
     baseline_sessions: int = 1
     results: str | None = None

@@ -4,12 +4,25 @@ One profile describes a server once (engine, model, draft, tensor parallelism, s
 settings, environment profile) and builds both the SGLang 0.5.23 command line and the reference
 server's. Environment profiles are named sets of variables applied through the launch environment
 (default) or through a generated ``sitecustomize.py`` on PYTHONPATH, the case study's mechanism.
+
+Profile files are validated against one table-driven schema (``SERVER_FIELDS``, ``SPECULATIVE_FIELDS``,
+``GATE_FIELDS``, ``WORKLOAD_FIELDS``, ``FIXTURE_FIELDS``, ``TOP_FIELDS``: field name -> rule and meaning)
+before anything boots, and every problem is ONE :class:`~specwatch.errors.UsageError` line naming the
+file, the field and what was expected. The schema is hand-written rather than built on pydantic or
+another validation library on purpose: specwatch is a pytest plugin installed next to users' serving
+stacks, so it should not add a framework and its version pins to their environment, and those
+libraries' multi-line, nested error reports are not the one line that the CLI (exit 2) and the pytest
+plugin (usage error) print.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -179,131 +192,420 @@ class ProfileSet:
         return self.servers.get(name) if name else None
 
 
-_SERVER_KEYS = {
-    "name", "engine", "model", "tp", "device", "speculative", "env", "env_apply", "extra_args", "extra_env",
-    "pythonpath", "launcher", "python", "max_running_requests", "cuda_graph_max_bs", "decode_log_interval",
-    "nccl_debug", "floor_tok_s", "tolerance",
-}
-_SPEC_KEYS = {"algorithm", "draft_model", "num_steps", "eagle_topk", "num_draft_tokens"}
+# --------------------------------------------------------------------------------------------------
+# The profile schema (hand-written: see the module docstring). Every field of every table is declared
+# once below (field name -> Rule: what it accepts, as a phrase for messages, and how it is converted),
+# and every bad value becomes ONE line: "FILE: TABLE.FIELD: expected WHAT, got VALUE".
+# --------------------------------------------------------------------------------------------------
+
+#: Server names become folder and file names (reports/servers/<run>/<name>-N, baselines/<class>/<name>.json).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: What an environment variable's name may be (POSIX portable names).
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ROLE_NAMES = ("baseline", "spec", "tuned", "untuned")
 
 
-def _expect(where: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise UsageError(f"{where}: must be {what}, got {value!r}")
+class _Invalid(Exception):
+    """A value that does not fit its rule. ``at`` is the path below the field being checked
+    (``.num_steps``, ``[2]``); the caller prefixes the file and the field. ``message`` replaces the
+    standard "expected X, got Y" when a rule has more to say."""
+
+    def __init__(self, expected: str, value: Any = None, *, at: str = "", message: str | None = None) -> None:
+        super().__init__(expected)
+        self.expected, self.value, self.at = expected, value, at
+        self.message = message if message is not None else f"expected {expected}, got {_show(value)}"
+
+    def under(self, prefix: str) -> _Invalid:
+        self.at = prefix + self.at
+        return self
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one field accepts: ``expected`` is the phrase an error shows; ``convert`` returns the
+    value to store or raises :class:`_Invalid`."""
+
+    expected: str
+    convert: Callable[[Any], Any]
+
+
+def _show(value: Any, depth: int = 0) -> str:
+    """A value as a short, single-line TOML-like text for an error message."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = repr(value)  # repr escapes newlines and every other non-printable character
+    elif isinstance(value, (int, float)):
+        text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
+    elif isinstance(value, dict):
+        items = [f"{_key(k)} = {_show(v, depth + 1)}" for k, v in list(value.items())[:4]] + ["..."] * (len(value) > 4)
+        text = "{}" if not value else "{ ... }" if depth > 1 else "{ " + ", ".join(items) + " }"
+    elif isinstance(value, list):
+        items = [_show(v, depth + 1) for v in value[:6]] + ["..."] * (len(value) > 6)
+        text = "[ ... ]" if depth > 1 and value else "[" + ", ".join(items) + "]"
+    elif hasattr(value, "isoformat"):  # TOML dates and times
+        text = value.isoformat()
+    else:
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _key(key: Any) -> str:
+    """A table key as written in a field path: bare when TOML allows it, quoted (escaped) otherwise."""
+    key = str(key)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]{1,60}", key) else _show(key)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def integer(low: int, high: int | None = None) -> Rule:
+    """An integer (not a bool, not a float) in [low, high]."""
+    expected = f"an integer ≥ {low}" if high is None else f"an integer in [{low}, {high}]"
+
+    def convert(value: Any) -> int:
+        if type(value) is not int or value < low or (high is not None and value > high):
+            raise _Invalid(expected, value)
+        return value
+
+    return Rule(expected, convert)
+
+
+def number(low: float, high: float | None = None, *, low_open: bool = False, high_open: bool = False,
+           meaning: str = "") -> Rule:
+    """A finite number (an integer is fine; not a bool, NaN or inf) within the bounds, as a float."""
+    if high is None:
+        expected = f"a number {'>' if low_open else '≥'} {low:g}"
+    else:
+        expected = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    expected += f" ({meaning})" if meaning else ""
+
+    def convert(value: Any) -> float:
+        try:
+            x = float(value) if _is_number(value) else math.nan
+        except OverflowError:
+            x = math.nan
+        ok = math.isfinite(x) and (x > low if low_open else x >= low)
+        if ok and high is not None:
+            ok = x < high if high_open else x <= high
+        if not ok:
+            raise _Invalid(expected, value)
+        return x
+
+    return Rule(expected, convert)
+
+
+def text(pattern: re.Pattern[str] | None = None, expected: str = "a non-empty string", *,
+         allow_empty: bool = False) -> Rule:
+    """A string with no NUL character (it goes into an argv or an environment), non-empty unless allowed."""
+
+    def convert(value: Any) -> str:
+        ok = isinstance(value, str) and (allow_empty or value) and "\0" not in value
+        if not ok or (pattern and not pattern.fullmatch(value)):
+            raise _Invalid(expected, value)
+        return value
+
+    return Rule(expected, convert)
+
+
+def choice(*options: str, fold_case: bool = False) -> Rule:
+    """One of ``options`` (compared in upper case with ``fold_case``)."""
+    expected = "one of " + ", ".join(repr(o) for o in options)
+
+    def convert(value: Any) -> str:
+        key = value.upper() if fold_case and isinstance(value, str) else value
+        if not isinstance(key, str) or key not in options:
+            raise _Invalid(expected, value)
+        return key
+
+    return Rule(expected, convert)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid("true or false", value)
     return value
 
 
-def _parse_speculative(where: str, raw: Mapping[str, Any]) -> Speculative:
-    unknown = set(raw) - _SPEC_KEYS
+BOOLEAN = Rule("true or false", _boolean)
+NAME = text(NAME_PATTERN, "a name of letters, digits, '.', '_' and '-' starting with a letter or digit, at most "
+                          "100 characters (it becomes folder and file names)")
+NON_EMPTY = text()
+STRING = text(expected="a string", allow_empty=True)
+
+
+def array_of(item: Rule, expected: str, *, hint_for_string: bool = False) -> Rule:
+    """An array whose every element fits ``item``; stored as a tuple."""
+
+    def convert(value: Any) -> tuple[Any, ...]:
+        if isinstance(value, str) and hint_for_string:
+            # A string is not split (quoting rules inside a TOML string would be a second, silent
+            # layer of escaping): say which array the user most likely meant.
+            try:
+                words = shlex.split(value)
+            except ValueError:
+                words = value.split()
+            suggestion = json.dumps(words)  # a TOML array too, escaped onto one line
+            suggestion = suggestion if len(suggestion) <= 120 else suggestion[:116] + " ..."
+            raise _Invalid(expected, value, message=f"expected {expected}, got the string {_show(value)}; a string is "
+                                                    f"not split into arguments, write {suggestion}")
+        if not isinstance(value, list):
+            raise _Invalid(expected, value)
+        out = []
+        for i, element in enumerate(value):
+            try:
+                out.append(item.convert(element))
+            except _Invalid as exc:
+                raise exc.under(f"[{i}]") from None
+        return tuple(out)
+
+    return Rule(expected, convert)
+
+
+ENV_VALUE = text(expected='a string (quote numbers: NCCL_NTHREADS = "512")', allow_empty=True)
+
+
+def _env_table(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _Invalid(ENV_TABLE.expected, value)
+    out: dict[str, str] = {}
+    for name, val in value.items():
+        if not ENV_NAME_PATTERN.fullmatch(name):
+            raise _Invalid("", at=f".{_key(name)}",
+                           message=f"{_show(name)} is not a valid environment variable name "
+                                   "(letters, digits and '_', not starting with a digit)")
+        try:
+            out[name] = ENV_VALUE.convert(val)
+        except _Invalid as exc:
+            raise exc.under(f".{name}") from None
+    return out
+
+
+ENV_TABLE = Rule('a table of VARIABLE = "value" strings, e.g. { NCCL_P2P_DISABLE = "1" }', _env_table)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a profile table: its rule and what it means (for readers of this schema)."""
+
+    rule: Rule
+    doc: str
+
+
+def check_table(fields: Mapping[str, Field], value: Any, expected: str) -> dict[str, Any]:
+    """A TOML table checked against ``fields``: unknown keys and bad values raise _Invalid naming the key."""
+    if not isinstance(value, dict):
+        raise _Invalid(expected, value)
+    unknown = [k for k in value if k not in fields]
     if unknown:
-        known = ", ".join(sorted(_SPEC_KEYS))
-        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {known}")
-    algo = str(raw.get("algorithm", "EAGLE3")).upper()
-    if algo not in ALGORITHMS:
-        raise UsageError(f"{where}.algorithm: {algo!r} is not one of {', '.join(ALGORITHMS)}")
-    spec = Speculative(
-        algorithm=algo,
-        draft_model=raw.get("draft_model"),
-        num_steps=_expect(f"{where}.num_steps", raw.get("num_steps", 2), int, "an integer ≥ 1"),
-        eagle_topk=_expect(f"{where}.eagle_topk", raw.get("eagle_topk", 1), int, "an integer ≥ 1"),
-        num_draft_tokens=raw.get("num_draft_tokens"),
-    )
-    if spec.num_steps < 1:
-        raise UsageError(f"{where}.num_steps: must be ≥ 1, got {spec.num_steps}")
+        raise _Invalid(expected, message=f"unknown key(s) {', '.join(_key(k) for k in unknown)}; "
+                                         f"known: {', '.join(fields)}")
+    out: dict[str, Any] = {}
+    for key, raw in value.items():
+        try:
+            out[key] = fields[key].rule.convert(raw)
+        except _Invalid as exc:
+            raise exc.under(f".{key}") from None
+    return out
+
+
+SPECULATIVE_FIELDS: dict[str, Field] = {
+    "algorithm": Field(choice(*ALGORITHMS, fold_case=True), "SGLang's --speculative-algorithm (any case)"),
+    "draft_model": Field(NON_EMPTY, "the draft model's path (--speculative-draft-model-path)"),
+    "num_steps": Field(integer(1), "draft steps per cycle"),
+    "eagle_topk": Field(integer(1), "branches per draft step (1: a chain)"),
+    "num_draft_tokens": Field(integer(2), "tokens verified per cycle; with eagle_topk = 1, num_steps + 1"),
+}
+_SPECULATIVE_EXPECTED = "a table of speculative settings ({ algorithm = \"EAGLE3\", num_steps = 2 }) or false for none"
+
+
+def _speculative(value: Any) -> Speculative | None:
+    if value is False:  # e.g. a plain-decoding server where [defaults] sets speculative
+        return None
+    spec = Speculative(**check_table(SPECULATIVE_FIELDS, value, _SPECULATIVE_EXPECTED))
     if spec.eagle_topk == 1 and spec.num_draft_tokens not in (None, spec.num_steps + 1):
-        raise UsageError(f"{where}.num_draft_tokens: with eagle_topk = 1 it must be num_steps + 1 = "
-                         f"{spec.num_steps + 1}, got {spec.num_draft_tokens}")
+        raise _Invalid("", at=".num_draft_tokens",
+                       message=f"with eagle_topk = 1 it must be num_steps + 1 = {spec.num_steps + 1}, "
+                               f"got {spec.num_draft_tokens}")
     return spec
 
 
-def _parse_server(where: str, raw: Mapping[str, Any], defaults: Mapping[str, Any],
+SERVER_FIELDS: dict[str, Field] = {
+    "name": Field(NAME, "the server's name, unique in the file (case-insensitively: it names files)"),
+    "engine": Field(choice(*ENGINES), "which server to boot"),
+    "model": Field(NON_EMPTY, "model path (SGLang) or reference model name (ref-tiny, ref-small, ref-large)"),
+    "tp": Field(integer(1), "tensor-parallel size"),
+    "device": Field(choice("auto", "cpu", "cuda"), "where the server runs"),
+    "speculative": Field(Rule(_SPECULATIVE_EXPECTED, _speculative), "speculative decoding; absent or false: none"),
+    "env": Field(NAME, "environment profile: tuned, untuned or one from [env_profiles]"),
+    "env_apply": Field(choice(*ENV_APPLY), "how the environment profile is applied"),
+    "extra_args": Field(array_of(STRING, 'an array of strings, e.g. ["--trust-remote-code"]', hint_for_string=True),
+        "arguments appended to the command line, one element per argument (a string is an error, not split)"),
+    "extra_env": Field(ENV_TABLE, "variables added to the server's environment"),
+    "pythonpath": Field(array_of(NON_EMPTY, "an array of non-empty strings (directories)"),
+                        "directories prepended to PYTHONPATH"),
+    "launcher": Field(choice(*SGLANG_LAUNCHERS), "how SGLang is started"),
+    "python": Field(NON_EMPTY, "the Python interpreter for the reference server and python -m launchers"),
+    "max_running_requests": Field(integer(1), "--max-running-requests"),
+    "cuda_graph_max_bs": Field(integer(1), "--cuda-graph-max-bs-decode"),
+    "decode_log_interval": Field(integer(1), "--decode-log-interval (decode steps between log lines)"),
+    "nccl_debug": Field(BOOLEAN, "add NCCL_DEBUG=INFO so that NCCL reports what it applied"),
+    "floor_tok_s": Field(number(0, low_open=True), "absolute floor of the median output tok/s"),
+    "tolerance": Field(number(0, 1, low_open=True, high_open=True, meaning="a fraction: 0.05 is 5%"),
+                       "drift tolerance against the stored baseline (default: --specwatch-tolerance)"),
+}
+
+
+def _no_name(value: Any) -> Any:
+    raise _Invalid("", value, message="a name belongs to one [[server]], not to [defaults]")
+
+
+#: [defaults] holds any server field but the name, which belongs to one server.
+DEFAULT_FIELDS: dict[str, Field] = {**SERVER_FIELDS, "name": Field(Rule("no name", _no_name), "not allowed")}
+
+GATE_FIELDS: dict[str, Field] = {
+    "spec_margin": Field(number(-1, low_open=True, meaning="speculative ≥ baseline × (1 + margin)"),
+                         "how much faster speculation must be; negative allows slower"),
+    "tuned_tolerance": Field(number(0, 1, low_open=True, high_open=True, meaning="a fraction: 0.02 is 2%"),
+                             "tuned ≥ untuned × (1 - tolerance)"),
+    "expect_tuning_effect": Field(BOOLEAN, "the tuning must show a significant gain"),
+    "tuning_min_effect": Field(number(0, 1, low_open=True, high_open=True, meaning="a fraction: 0.05 is 5%"),
+                               "smallest tuned/untuned gain that counts as an effect"),
+    "alternate_rounds": Field(integer(1), "fresh-boot rounds A B A B ... of a relative gate"),
+    "interleave_runs": Field(BOOLEAN, "both servers of a gate up at once, runs interleaved"),
+}
+
+#: [workload]: overrides for every workload; the bounds are those Workload itself enforces.
+WORKLOAD_FIELDS: dict[str, Field] = {
+    "runs": Field(integer(1), "measured runs"),
+    "warmup": Field(integer(0), "warmup runs, excluded from samples"),
+    "warmup_s": Field(number(0, 600, meaning="seconds"), "keep warming up until this much load has passed"),
+    "min_duration_s": Field(number(0, 3600, meaning="seconds"), "keep measuring until this much time has passed"),
+    "max_new_tokens": Field(integer(1), "tokens per request"),
+}
+
+FIXTURE_FIELDS: dict[str, Field] = {
+    role: Field(text(expected="a server name (a string)"), f"the server the {role} fixture means")
+    for role in _ROLE_NAMES
+}
+
+
+def _env_profiles(value: Any) -> dict[str, dict[str, str]]:
+    if not isinstance(value, dict):
+        raise _Invalid(ENV_PROFILES.expected, value)
+    out = {}
+    for name, table in value.items():
+        if name in BUILTIN_ENV_PROFILES:
+            raise _Invalid("", at=f".{name}", message=f"{name!r} is built in ({', '.join(BUILTIN_ENV_PROFILES)}: "
+                                                      "the case study's tuning and none); choose another name")
+        if not NAME_PATTERN.fullmatch(name):
+            raise _Invalid("", at=f".{_key(name)}", message=f"expected {NAME.expected}, got {_show(name)}")
+        try:
+            out[name] = ENV_TABLE.convert(table)
+        except _Invalid as exc:
+            raise exc.under(f".{name}") from None
+    return out
+
+
+ENV_PROFILES = Rule('tables of environment profiles: [env_profiles.NAME] with VARIABLE = "value"', _env_profiles)
+
+
+def _servers(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise _Invalid('an array of tables: [[server]] entries with name = "..."', value)
+    if not value:
+        raise _Invalid("", message="no [[server]] entries")
+    return value
+
+
+def _version(value: Any) -> int:
+    if type(value) is not int or value != PROFILE_FORMAT_VERSION:
+        raise _Invalid(f"{PROFILE_FORMAT_VERSION} (the profile format this specwatch reads)", value)
+    return value
+
+
+TOP_FIELDS: dict[str, Field] = {
+    "version": Field(Rule(str(PROFILE_FORMAT_VERSION), _version), "profile format version"),
+    "defaults": Field(Rule("a table of server fields applied to every [[server]]",
+                           lambda v: check_table(DEFAULT_FIELDS, v, "a table of server fields applied to every "
+                                                                    "[[server]]")), "server fields for every server"),
+    "env_profiles": Field(ENV_PROFILES, "named environment profiles"),
+    "server": Field(Rule("[[server]] tables", _servers), "the servers (checked one by one against SERVER_FIELDS)"),
+    "fixtures": Field(Rule("a table of fixture = \"server name\"",
+                           lambda v: check_table(FIXTURE_FIELDS, v, 'a table of fixture = "server name"')),
+                      "which server each named fixture means"),
+    "gates": Field(Rule("a table of gate settings", lambda v: check_table(GATE_FIELDS, v, "a table of gate settings")),
+                   "relative gates"),
+    "workload": Field(Rule("a table of workload settings",
+                           lambda v: check_table(WORKLOAD_FIELDS, v, "a table of workload settings")),
+                      "overrides for every workload"),
+}
+
+
+def _one_line(text: str) -> str:
+    """Whatever went into a message, it stays one line."""
+    return " ".join(text.split()) if len(text.splitlines()) > 1 else text
+
+
+def _error(where: str, exc: _Invalid) -> UsageError:
+    """The one-line UsageError for ``exc`` found in the field ``where`` ("FILE: server[0] (a)")."""
+    return UsageError(_one_line(f"{where}{exc.at}: {exc.message}"))
+
+
+def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Mapping[str, Any],
                   env_profiles: Mapping[str, Mapping[str, str]]) -> ServerProfile:
-    merged = {**defaults, **raw}
-    unknown = set(merged) - _SERVER_KEYS
-    if unknown:
-        known = ", ".join(sorted(_SERVER_KEYS))
-        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {known}")
-    name = _expect(f"{where}.name", merged.get("name"), str, "a string")
-    where = f"{where} ({name})"
-    engine = merged.get("engine", "reference")
-    if engine not in ENGINES:
-        raise UsageError(f"{where}.engine: {engine!r} is not one of {', '.join(ENGINES)}")
-    env = merged.get("env", "untuned")
+    """One [[server]] table (``raw``) over the already checked ``defaults``."""
+    where = f"{source}: server[{index}]"
+    if "name" not in raw:
+        raise UsageError(f"{where}.name: missing; every [[server]] needs a name")
+    try:
+        name = NAME.convert(raw["name"])
+    except _Invalid as exc:
+        raise _error(f"{where}.name", exc) from None
+    here = f"{where} ({name})"
+    try:
+        values = {**defaults, **check_table(SERVER_FIELDS, raw, "a table of server fields")}
+    except _Invalid as exc:
+        raise _error(here, exc) from None
+    env = values.get("env", "untuned")
     if env not in env_profiles:
-        raise UsageError(f"{where}.env: unknown environment profile {env!r}; known: {', '.join(sorted(env_profiles))}")
-    env_apply = merged.get("env_apply", "launch")
-    if env_apply not in ENV_APPLY:
-        raise UsageError(f"{where}.env_apply: {env_apply!r} is not one of {', '.join(ENV_APPLY)}")
-    launcher = merged.get("launcher", "sglang serve")
-    if launcher not in SGLANG_LAUNCHERS:
-        raise UsageError(f"{where}.launcher: {launcher!r} is not one of {', '.join(SGLANG_LAUNCHERS)}")
-    device = merged.get("device", "auto")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UsageError(f"{where}.device: {device!r} is not one of auto, cpu, cuda")
-    tp = _expect(f"{where}.tp", merged.get("tp", 1), int, "a positive integer")
-    if tp < 1:
-        raise UsageError(f"{where}.tp: must be ≥ 1, got {tp}")
-    spec_raw = merged.get("speculative")
-    spec = _parse_speculative(f"{where}.speculative", spec_raw) if spec_raw else None
-    extra_env = {str(k): str(v) for k, v in (merged.get("extra_env") or {}).items()}
-    return ServerProfile(
-        name=name, engine=engine, model=str(merged.get("model", "ref-tiny")), tp=tp, device=device,
-        speculative=spec, env=env, env_vars=dict(env_profiles[env]), env_apply=env_apply,
-        extra_args=tuple(str(a) for a in merged.get("extra_args", ())), extra_env=extra_env,
-        pythonpath=tuple(str(p) for p in merged.get("pythonpath", ())), launcher=launcher,
-        python=str(merged.get("python", sys.executable)),
-        max_running_requests=merged.get("max_running_requests"),
-        cuda_graph_max_bs=merged.get("cuda_graph_max_bs"),
-        decode_log_interval=_expect(f"{where}.decode_log_interval", merged.get("decode_log_interval", 10), int,
-                                    "a positive integer"),
-        nccl_debug=bool(merged.get("nccl_debug", True)),
-        floor_tok_s=merged.get("floor_tok_s"), tolerance=merged.get("tolerance"),
-    )
+        origin = here if "env" in raw else f"{source}: defaults"
+        raise UsageError(f"{origin}.env: unknown environment profile {env!r}; known: {', '.join(sorted(env_profiles))}")
+    return ServerProfile(**values, env_vars=dict(env_profiles[env]))
 
 
 def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> ProfileSet:
-    """Validate a parsed TOML document into a ProfileSet; errors name the file and field."""
-    version = data.get("version", PROFILE_FORMAT_VERSION)
-    if version != PROFILE_FORMAT_VERSION:
-        raise UsageError(f"{source}: version = {version!r} is not supported (expected {PROFILE_FORMAT_VERSION})")
-    unknown = set(data) - {"version", "defaults", "env_profiles", "server", "fixtures", "gates", "workload"}
-    if unknown:
-        raise UsageError(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
-    env_profiles: dict[str, dict[str, str]] = {k: dict(v) for k, v in BUILTIN_ENV_PROFILES.items()}
-    for name, values in (data.get("env_profiles") or {}).items():
-        _expect(f"{source}: env_profiles.{name}", values, dict, "a table of VARIABLE = value")
-        env_profiles[name] = {str(k): str(v) for k, v in values.items()}
-    defaults = data.get("defaults") or {}
-    raw_servers = data.get("server") or []
-    if not raw_servers:
+    """Validate a parsed TOML document into a ProfileSet; every error is one line naming the file and field."""
+    source = source if source.isprintable() else _show(source)
+    try:
+        top = check_table(TOP_FIELDS, data, "a TOML document of profile tables")
+    except _Invalid as exc:  # exc.at is ".defaults.tp" or "": name the field after the file
+        raise UsageError(_one_line(f"{source}: {exc.at[1:] + ': ' if exc.at else ''}{exc.message}")) from None
+    if "server" not in top:
         raise UsageError(f"{source}: no [[server]] entries")
+    env_profiles: dict[str, dict[str, str]] = {k: dict(v) for k, v in BUILTIN_ENV_PROFILES.items()}
+    env_profiles.update(top.get("env_profiles", {}))
     servers: dict[str, ServerProfile] = {}
-    for i, raw in enumerate(raw_servers):
-        prof = _parse_server(f"{source}: server[{i}]", raw, defaults, env_profiles)
-        if prof.name in servers:
-            raise UsageError(f"{source}: server[{i}].name: duplicate name {prof.name!r}")
+    folded: dict[str, int] = {}
+    for i, raw in enumerate(top["server"]):
+        prof = _parse_server(source, i, raw, top.get("defaults", {}), env_profiles)
+        if prof.name.lower() in folded:
+            first = folded[prof.name.lower()]
+            raise UsageError(f"{source}: server[{i}].name: duplicate name {prof.name!r} (server[{first}] is "
+                             f"{list(servers)[first]!r}; names become file names, which may ignore case)")
+        folded[prof.name.lower()] = i
         servers[prof.name] = prof
     roles = _default_roles(servers)
-    for role, name in (data.get("fixtures") or {}).items():
-        if role not in _ROLE_NAMES:
-            raise UsageError(f"{source}: fixtures.{role}: unknown fixture; known: {', '.join(_ROLE_NAMES)}")
+    for role, name in top.get("fixtures", {}).items():
         if name not in servers:
-            raise UsageError(f"{source}: fixtures.{role}: no server named {name!r}")
+            raise UsageError(f"{source}: fixtures.{role}: no server named {_show(name)}; "
+                             f"known: {', '.join(sorted(servers))}")
         roles[role] = name
-    gates_raw = dict(data.get("gates") or {})
-    unknown = set(gates_raw) - {"spec_margin", "tuned_tolerance", "expect_tuning_effect", "alternate_rounds",
-                             "tuning_min_effect", "interleave_runs"}
-    if unknown:
-        raise UsageError(f"{source}: gates: unknown key(s) {', '.join(sorted(unknown))}")
-    rounds = gates_raw.get("alternate_rounds", 1)
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise UsageError(f"{source}: gates.alternate_rounds: must be an integer ≥ 1, got {rounds!r}")
-    gates = Gates(**gates_raw)
+    gates = Gates(**top.get("gates", {}))
     if gates.interleave_runs:
         _check_interleaved_pairs_fit(source, servers, roles)
-    return ProfileSet(servers=servers, roles=roles, gates=gates, source=source,
-                      workload=_parse_workload(source, data.get("workload") or {}))
+    return ProfileSet(servers=servers, roles=roles, gates=gates, source=source, workload=top.get("workload", {}))
 
 
 #: SGLang's flag for the share of each GPU's memory that one server takes for weights and KV cache.
@@ -324,9 +626,12 @@ def _mem_fraction(where: str, prof: ServerProfile) -> float | None:
         else:
             continue
         try:
-            return float(value)
+            fraction = float(value)
         except ValueError:
-            raise UsageError(f"{where}: {prof.name}: {MEM_FRACTION_FLAG} must be a number, got {value!r}") from None
+            fraction = math.nan
+        if not 0 < fraction < 1:
+            raise UsageError(f"{where}: {prof.name}: {MEM_FRACTION_FLAG} must be a number in (0, 1), got {value!r}")
+        return fraction
     return None
 
 
@@ -359,25 +664,6 @@ def _check_interleaved_pairs_fit(source: str, servers: Mapping[str, ServerProfil
                 f"memory; lower them (e.g. 0.42 each) or turn interleave_runs off")
 
 
-def _parse_workload(source: str, raw: Any) -> dict[str, Any]:
-    """``[workload]``: runs, warmup, warmup_s, min_duration_s, max_new_tokens for every workload."""
-    from specwatch.workload import PROFILE_OVERRIDABLE
-
-    _expect(f"{source}: workload", raw, dict, "a table")
-    unknown = set(raw) - set(PROFILE_OVERRIDABLE)
-    if unknown:
-        raise UsageError(f"{source}: workload: unknown key(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(PROFILE_OVERRIDABLE)}")
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        number = float if key.endswith("_s") else int
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-        if not ok or (number is int and not isinstance(value, int)):
-            raise UsageError(f"{source}: workload.{key}: must be a non-negative {number.__name__}, got {value!r}")
-        out[key] = number(value)
-    return out
-
-
 def _default_roles(servers: Mapping[str, ServerProfile]) -> dict[str, str]:
     """Pick fixtures by role and environment when the file does not name them."""
 
@@ -396,18 +682,38 @@ def _default_roles(servers: Mapping[str, ServerProfile]) -> dict[str, str]:
 
 
 def load_profiles(path: str | Path | None) -> ProfileSet:
-    """Load a profile file, or the built-in reference-server set when ``path`` is None."""
+    """Load a profile file, or the built-in reference-server set when ``path`` is None.
+
+    Every problem with the file (missing, a directory, unreadable, not UTF-8, not TOML, a bad field)
+    is one UsageError line naming the file, before anything boots.
+    """
     if path is None:
         text = resources.files("specwatch").joinpath("data/default_profiles.toml").read_text()
         return parse_profiles(tomllib.loads(text), "<built-in default_profiles.toml>")
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"profile file {p} does not exist")
+    name = str(p) if str(p).isprintable() else _show(str(p))
     try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{p}: not valid TOML: {exc}") from None
-    return parse_profiles(data, str(p))
+        if p.is_dir():
+            raise UsageError(f"{name}: is a directory, not a profile file")
+        if p.exists() and not p.is_file():
+            raise UsageError(f"{name}: not a regular file")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"profile file {name} does not exist") from None
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read profile file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")  # TOML is UTF-8; a byte-order mark from an editor is harmless
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{name}: not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
+                         "TOML files must be UTF-8") from None
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError(f"{name}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # TOMLDecodeError, and integers too long to convert
+        raise UsageError(_one_line(f"{name}: not valid TOML: {exc}")) from None
+    return parse_profiles(data, name)
 
 
 def single_server_profiles(engine: str, model: str, draft: str | None, tp: int, device: str) -> ProfileSet:

@@ -62,3 +62,35 @@ def test_paths_resolve_against_rootdir(tmp_path: Path) -> None:
     cfg = resolve({"baseline_dir": "b"}, {}, {}, rootdir=tmp_path)
     assert cfg.path(cfg.baseline_dir) == tmp_path / "b"
     assert cfg.path("/abs") == Path("/abs")
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("tolerance", "0", "a fraction in (0, 1)"),  # 0: every change would be a regression
+    ("tolerance", "0%", "a fraction in (0, 1)"),
+    ("tolerance", "nan", "a fraction in (0, 1)"),
+    ("tolerance", "-5%", "a fraction in (0, 1)"),
+    ("alpha", "5", "a probability in (0, 1)"),
+    ("alpha", "0", "a probability in (0, 1)"),
+    ("alpha", "nan", "a probability in (0, 1)"),
+    ("boot_timeout", "nan", "a number > 0"),
+    ("boot_timeout", "inf", "a number > 0"),
+    ("boot_timeout", "-1", "a number > 0"),
+    ("boot_timeout", "soon", "a number > 0"),
+    ("runs", "0", "a positive integer"),
+    ("runs", "2.5", "a positive integer"),
+    ("runs", "zero", "a positive integer"),
+    ("tp", "-2", "a positive integer"),
+    ("baseline_sessions", "0", "a positive integer"),
+    ("warmup", "-1", "an integer ≥ 0"),
+    ("warmup", "x", "an integer ≥ 0"),
+])
+def test_numeric_options_reject_nan_inf_and_out_of_range_in_one_line(name: str, value: str, expected: str) -> None:
+    with pytest.raises(UsageError) as err:
+        resolve({name: value}, {}, {})
+    msg = str(err.value)
+    assert len(msg.splitlines()) == 1 and msg.startswith("--specwatch-" + name.replace("_", "-")) and expected in msg
+
+
+def test_edge_values_that_are_valid() -> None:
+    cfg = resolve({"warmup": "0", "alpha": "0.05", "tolerance": "99%", "boot_timeout": "1e3"}, {}, {})
+    assert (cfg.warmup, cfg.alpha, cfg.boot_timeout) == (0, 0.05, 1000.0) and cfg.tolerance == pytest.approx(0.99)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from dataclasses import replace
 from itertools import pairwise
@@ -70,7 +72,7 @@ def test_reference_command_line_is_accepted_by_the_reference_parser() -> None:
          r"num_draft_tokens: with eagle_topk = 1 it must be num_steps \+ 1 = 3"),
         ({"server": [{"name": "a"}, {"name": "a"}]}, r"server\[1\]\.name: duplicate"),
         ({"server": [{"name": "a"}], "fixtures": {"spec": "b"}}, r"fixtures\.spec: no server named 'b'"),
-        ({"version": 9, "server": [{"name": "a"}]}, r"version = 9"),
+        ({"version": 9, "server": [{"name": "a"}]}, r"version: expected 1 .*, got 9"),
         ({}, r"no \[\[server\]\]"),
     ],
 )
@@ -132,11 +134,12 @@ def _sglang_pair(*extra: list[str], interleave: bool = True) -> dict:
     (([], []), "base, spec leaves --mem-fraction-static at SGLang's default"),
     ((["--mem-fraction-static", "0.42"], []), "spec leaves --mem-fraction-static"),
     ((["--mem-fraction-static", "0.6"], ["--mem-fraction-static=0.5"]), "add up to 1.1, more than 0.9"),
-    ((["--mem-fraction-static", "half"], ["--mem-fraction-static", "0.4"]), "must be a number, got 'half'"),
+    ((["--mem-fraction-static", "half"], ["--mem-fraction-static", "0.4"]), "must be a number in (0, 1), got 'half'"),
+    ((["--mem-fraction-static", "nan"], ["--mem-fraction-static", "0.4"]), "must be a number in (0, 1), got 'nan'"),
 ])
 def test_interleaved_sglang_pair_must_fit_on_the_gpus_together(extra: tuple, message: str) -> None:
     """Both servers of an interleaved gate are up at once: SGLang's default pool would not leave room."""
-    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(".", r"\.")) as err:
+    with pytest.raises(UsageError, match=re.escape(message)) as err:
         parse_profiles(_sglang_pair(*extra), "p.toml")
     assert "p.toml: gates.interleave_runs" in str(err.value)
 
@@ -170,3 +173,253 @@ def test_session_workload_takes_the_table_then_the_command_line(tmp_path: Path) 
     assert (wl.runs, wl.max_new_tokens, wl.warmup_s, wl.warmup) == (20, 256, 2.0, 3)
     wl = Session(Config(profiles=str(path), runs=5), progress=lambda m: None).workload("single-stream")
     assert (wl.runs, wl.max_new_tokens) == (5, 256)
+
+
+# --- the schema: every bad input is one UsageError line naming the file and the field, before any boot ---
+
+_A = '[[server]]\nname = "a"\n'  # one valid server
+_SPEC = '[[server]]\nname = "s"\nspeculative = '
+
+
+def _server(line: str) -> str:
+    return f'[[server]]\nname = "a"\n{line}\n'
+
+
+#: (test id, file content, the field the message must name, a piece of what was expected)
+BROKEN_PROFILES = [
+    # measured from outside: tracebacks
+    ("non-utf8", b'[[server]]\nname = "caf\xff"\n', "", "not UTF-8"),
+    ("defaults-scalar", "defaults = 5\n" + _A, ": defaults:", "expected a table of server fields"),
+    ("server-string", 'server = "x"\n', ": server:", "expected an array of tables"),
+    ("extra_env-string", _server('extra_env = "X=1"'), "server[0] (a).extra_env:", "VARIABLE = \"value\""),
+    ("speculative-true", _server("speculative = true"), "server[0] (a).speculative:", "or false for none"),
+    ("fixture-array", _A + '[fixtures]\nbaseline = ["a"]\n', "fixtures.baseline:", "a server name"),
+    # measured from outside: silently wrong
+    ("extra_args-string", _server('extra_args = "--foo"'), "server[0] (a).extra_args:", 'write ["--foo"]'),
+    ("spec_margin-string", _A + '[gates]\nspec_margin = "x"\n', "gates.spec_margin:", "a number > -1"),
+    ("tolerance-string", _server('tolerance = "lots"'), "server[0] (a).tolerance:", "a number in (0, 1)"),
+    ("runs-zero", _A + "[workload]\nruns = 0\n", "workload.runs:", "an integer ≥ 1"),
+    ("max_running_requests-server", _server("max_running_requests = -5"), "server[0] (a).max_running_requests:",
+     "an integer ≥ 1"),
+    ("max_running_requests-defaults", "[defaults]\nmax_running_requests = -5\n" + _A,
+     "defaults.max_running_requests:", "an integer ≥ 1"),
+    ("name-path", '[[server]]\nname = "../../etc"\n', "server[0].name:", "folder and file names"),
+    ("invalid-toml", "[[server]\n", "", "not valid TOML"),
+    ("toml-nested-too-deep", "a = " + "[" * 3000 + "]" * 3000 + "\n", "", "not valid TOML"),
+    ("toml-integer-too-long", "a = " + "9" * 5000 + "\n", "", "not valid TOML"),
+    # every other shape: server fields
+    ("tp-bool", _server("tp = true"), ".tp:", "an integer ≥ 1, got true"),
+    ("tp-float", _server("tp = 2.0"), ".tp:", "an integer ≥ 1, got 2.0"),
+    ("tp-zero", _server("tp = 0"), ".tp:", "an integer ≥ 1"),
+    ("tp-string", _server('tp = "2"'), ".tp:", "an integer ≥ 1"),
+    ("cuda_graph_max_bs-zero", _server("cuda_graph_max_bs = 0"), ".cuda_graph_max_bs:", "an integer ≥ 1"),
+    ("decode_log_interval-float", _server("decode_log_interval = 1.5"), ".decode_log_interval:", "an integer"),
+    ("floor-nan", _server("floor_tok_s = nan"), ".floor_tok_s:", "a number > 0, got nan"),
+    ("floor-inf", _server("floor_tok_s = inf"), ".floor_tok_s:", "a number > 0, got inf"),
+    ("floor-negative", _server("floor_tok_s = -1"), ".floor_tok_s:", "a number > 0"),
+    ("floor-bool", _server("floor_tok_s = true"), ".floor_tok_s:", "a number > 0"),
+    ("tolerance-zero", _server("tolerance = 0"), ".tolerance:", "a number in (0, 1)"),
+    ("tolerance-above-one", _server("tolerance = 1.5"), ".tolerance:", "a number in (0, 1)"),
+    ("nccl_debug-int", _server("nccl_debug = 1"), ".nccl_debug:", "true or false"),
+    ("nccl_debug-string", _server('nccl_debug = "yes"'), ".nccl_debug:", "true or false"),
+    ("engine-int", _server("engine = 5"), ".engine:", "one of 'reference', 'sglang'"),
+    ("engine-unknown", _server('engine = "vllm"'), ".engine:", "one of 'reference', 'sglang'"),
+    ("device-unknown", _server('device = "tpu"'), ".device:", "one of 'auto', 'cpu', 'cuda'"),
+    ("launcher-unknown", _server('launcher = "sglang"'), ".launcher:", "one of 'sglang serve'"),
+    ("env_apply-unknown", _server('env_apply = "shell"'), ".env_apply:", "one of 'launch', 'sitecustomize'"),
+    ("env-int", _server("env = 3"), ".env:", "a name"),
+    ("env-unknown", _server('env = "fast"'), ".env:", "unknown environment profile 'fast'"),
+    ("env-unknown-in-defaults", '[defaults]\nenv = "fast"\n' + _A, "defaults.env:", "unknown environment profile"),
+    ("model-empty", _server('model = ""'), ".model:", "a non-empty string"),
+    ("model-date", _server("model = 1979-05-27"), ".model:", "a non-empty string"),
+    ("model-table", _server("model = { path = \"m\" }"), ".model:", "a non-empty string"),
+    ("python-empty", _server('python = ""'), ".python:", "a non-empty string"),
+    ("extra_args-ints", _server("extra_args = [1]"), ".extra_args[0]:", "a string, got 1"),
+    ("extra_args-nul", _server('extra_args = ["a\\u0000b"]'), ".extra_args[0]:", "a string"),
+    ("extra_args-table", _server("extra_args = { a = 1 }"), ".extra_args:", "an array of strings"),
+    ("pythonpath-string", _server('pythonpath = "x"'), ".pythonpath:", "an array of non-empty strings"),
+    ("pythonpath-empty-entry", _server('pythonpath = [""]'), ".pythonpath[0]:", "a non-empty string"),
+    ("extra_env-int-value", _server("extra_env = { X = 1 }"), ".extra_env.X:", 'quote numbers'),
+    ("extra_env-bool-value", _server("extra_env = { X = true }"), ".extra_env.X:", 'a string'),
+    ("extra_env-bad-name", _server('extra_env = { "1X" = "1" }'), ".extra_env.1X:", "not a valid environment"),
+    ("extra_env-name-with-equals", _server('extra_env = { "A=B" = "1" }'), ".extra_env.'A=B':",
+     "not a valid environment"),
+    ("unknown-server-key", _server("tpp = 2"), "server[0] (a):", "unknown key(s) tpp"),
+    ("unknown-key-with-newline", _server('"we\\nird" = 1'), "server[0] (a):", r"unknown key(s) 'we\nird'"),
+    # names
+    ("name-missing", '[[server]]\nmodel = "m"\n', "server[0].name:", "missing"),
+    ("name-int", "[[server]]\nname = 5\n", "server[0].name:", "a name"),
+    ("name-empty", '[[server]]\nname = ""\n', "server[0].name:", "a name"),
+    ("name-space", '[[server]]\nname = "a b"\n', "server[0].name:", "a name"),
+    ("name-dot-first", '[[server]]\nname = ".hidden"\n', "server[0].name:", "a name"),
+    ("name-too-long", f'[[server]]\nname = "{"a" * 101}"\n', "server[0].name:", "at most 100 characters"),
+    ("name-duplicate", _A + _A, "server[1].name:", "duplicate name 'a'"),
+    ("name-duplicate-case", _A + '[[server]]\nname = "A"\n', "server[1].name:", "duplicate name 'A'"),
+    ("name-in-defaults", '[defaults]\nname = "x"\n' + _A, "defaults.name:", "belongs to one [[server]]"),
+    # speculative
+    ("spec-string", _SPEC + '"EAGLE3"\n', "server[0] (s).speculative:", "a table of speculative settings"),
+    ("spec-steps-zero", _SPEC + "{ num_steps = 0 }\n", ".speculative.num_steps:", "an integer ≥ 1"),
+    ("spec-topk-bool", _SPEC + "{ eagle_topk = true }\n", ".speculative.eagle_topk:", "an integer ≥ 1"),
+    ("spec-algorithm-unknown", _SPEC + '{ algorithm = "MEDUSA" }\n', ".speculative.algorithm:", "one of 'EAGLE'"),
+    ("spec-algorithm-int", _SPEC + "{ algorithm = 3 }\n", ".speculative.algorithm:", "one of 'EAGLE'"),
+    ("spec-draft-empty", _SPEC + '{ draft_model = "" }\n', ".speculative.draft_model:", "a non-empty string"),
+    ("spec-draft-tokens-float", _SPEC + "{ num_draft_tokens = 3.0 }\n", ".speculative.num_draft_tokens:",
+     "an integer ≥ 2"),
+    ("spec-draft-tokens-mismatch", _SPEC + "{ num_steps = 2, num_draft_tokens = 5 }\n",
+     ".speculative.num_draft_tokens:", "num_steps + 1 = 3"),
+    ("spec-unknown-key", _SPEC + "{ steps = 2 }\n", "server[0] (s).speculative:", "unknown key(s) steps"),
+    ("spec-in-defaults", "[defaults]\nspeculative = { num_steps = -1 }\n" + _A, "defaults.speculative.num_steps:",
+     "an integer ≥ 1"),
+    # env_profiles
+    ("env_profiles-scalar", "env_profiles = 5\n" + _A, ": env_profiles:", "tables of environment profiles"),
+    ("env_profile-scalar", "[env_profiles]\nsocket = 5\n" + _A, "env_profiles.socket:", "VARIABLE = \"value\""),
+    ("env_profile-int-value", "[env_profiles.socket]\nNCCL_P2P_DISABLE = 1\n" + _A,
+     "env_profiles.socket.NCCL_P2P_DISABLE:", "quote numbers"),
+    ("env_profile-builtin", '[env_profiles.tuned]\nNCCL_PROTO = "Simple"\n' + _A, "env_profiles.tuned:", "built in"),
+    ("env_profile-bad-name", '[env_profiles."a b"]\nX = "1"\n' + _A, "env_profiles.'a b':", "a name"),
+    # gates
+    ("gates-scalar", "gates = 5\n" + _A, ": gates:", "a table of gate settings"),
+    ("gates-unknown", _A + "[gates]\nmargin = 0.1\n", ": gates:", "unknown key(s) margin"),
+    ("spec_margin-minus-one", _A + "[gates]\nspec_margin = -1\n", "gates.spec_margin:", "a number > -1"),
+    ("spec_margin-inf", _A + "[gates]\nspec_margin = inf\n", "gates.spec_margin:", "a number > -1"),
+    ("tuned_tolerance-zero", _A + "[gates]\ntuned_tolerance = 0\n", "gates.tuned_tolerance:", "(0, 1)"),
+    ("tuned_tolerance-string", _A + '[gates]\ntuned_tolerance = "lots"\n', "gates.tuned_tolerance:", "(0, 1)"),
+    ("tuning_min_effect-zero", _A + "[gates]\ntuning_min_effect = 0\n", "gates.tuning_min_effect:", "(0, 1)"),
+    ("tuning_min_effect-nan", _A + "[gates]\ntuning_min_effect = nan\n", "gates.tuning_min_effect:", "(0, 1)"),
+    ("alternate_rounds-zero", _A + "[gates]\nalternate_rounds = 0\n", "gates.alternate_rounds:", "an integer ≥ 1"),
+    ("expect_tuning_effect-string", _A + '[gates]\nexpect_tuning_effect = "no"\n', "gates.expect_tuning_effect:",
+     "true or false"),
+    ("interleave_runs-int", _A + "[gates]\ninterleave_runs = 1\n", "gates.interleave_runs:", "true or false"),
+    # workload
+    ("workload-array", "workload = [1]\n" + _A, ": workload:", "a table of workload settings"),
+    ("workload-unknown", _A + "[workload]\ntokens = 3\n", ": workload:", "unknown key(s) tokens"),
+    ("warmup-negative", _A + "[workload]\nwarmup = -1\n", "workload.warmup:", "an integer ≥ 0"),
+    ("warmup_s-too-long", _A + "[workload]\nwarmup_s = 601\n", "workload.warmup_s:", "[0, 600]"),
+    ("min_duration_s-nan", _A + "[workload]\nmin_duration_s = nan\n", "workload.min_duration_s:", "[0, 3600]"),
+    ("max_new_tokens-float", _A + "[workload]\nmax_new_tokens = 1.0\n", "workload.max_new_tokens:", "an integer"),
+    ("runs-bool", _A + "[workload]\nruns = true\n", "workload.runs:", "an integer ≥ 1, got true"),
+    # fixtures and the top level
+    ("fixtures-scalar", 'fixtures = "a"\n' + _A, ": fixtures:", 'a table of fixture = "server name"'),
+    ("fixture-unknown-role", _A + '[fixtures]\nreference = "a"\n', ": fixtures:", "unknown key(s) reference"),
+    ("fixture-missing-server", _A + '[fixtures]\nspec = "b"\n', "fixtures.spec:", "no server named 'b'"),
+    ("version-string", 'version = "1"\n' + _A, ": version:", "expected 1"),
+    ("version-bool", "version = true\n" + _A, ": version:", "expected 1"),
+    ("version-two", "version = 2\n" + _A, ": version:", "expected 1"),
+    ("unknown-top-level", "servers = 1\n" + _A, "", "unknown key(s) servers"),
+    ("server-table", '[server]\nname = "a"\n', ": server:", "expected an array of tables"),
+    ("server-array-of-ints", "server = [1, 2]\n", ": server:", "expected an array of tables"),
+    ("server-empty", "server = []\n", ": server:", "no [[server]] entries"),
+    ("no-server", "version = 1\n", "", "no [[server]] entries"),
+    ("empty-file", "", "", "no [[server]] entries"),
+]
+
+
+def _check_one_line(err: UsageError, *parts: str) -> str:
+    msg = str(err)
+    assert len(msg.splitlines()) == 1 and "\n" not in msg, msg
+    for part in parts:
+        assert part in msg, f"{part!r} not in {msg!r}"
+    return msg
+
+
+@pytest.mark.parametrize(("content", "field", "expected"), [pytest.param(*case[1:], id=case[0])
+                                                             for case in BROKEN_PROFILES])
+def test_every_broken_profile_is_one_usage_error_line_naming_file_and_field(
+        tmp_path: Path, content: str | bytes, field: str, expected: str) -> None:
+    path = tmp_path / "p.toml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(UsageError) as err:
+        load_profiles(path)
+    _check_one_line(err.value, str(path), field, expected)
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    (lambda d: d / "none.toml", "does not exist"),
+    (lambda d: d, "is a directory"),
+])
+def test_missing_file_and_directory_are_one_line(tmp_path: Path, make, expected: str) -> None:
+    with pytest.raises(UsageError) as err:
+        load_profiles(make(tmp_path))
+    _check_one_line(err.value, str(make(tmp_path)), expected)
+
+
+def test_unreadable_file_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(_A)
+    if os.geteuid() != 0:  # root reads anything: simulate the refusal there
+        path.chmod(0)
+    else:
+        def refuse(self: Path) -> bytes:
+            raise PermissionError(13, "Permission denied", str(self))
+        monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(UsageError) as err:
+        load_profiles(path)
+    _check_one_line(err.value, str(path), "cannot read profile file: Permission denied")
+
+
+def test_extra_args_must_be_an_array_and_the_message_gives_the_split() -> None:
+    with pytest.raises(UsageError) as err:
+        parse_profiles({"server": [{"name": "a", "extra_args": "--mem-fraction-static 0.4 --chat-template 'a b'"}]},
+                       "p.toml")
+    _check_one_line(err.value, 'write ["--mem-fraction-static", "0.4", "--chat-template", "a b"]')
+    ps = parse_profiles({"server": [{"name": "a", "extra_args": ["--foo", ""]}]})
+    assert ps.get("a").extra_args == ("--foo", "")
+
+
+def test_accepted_shapes_convert_as_documented() -> None:
+    ps = parse_profiles({
+        "defaults": {"speculative": {"algorithm": "eagle3", "num_steps": 3}, "floor_tok_s": 50},
+        "server": [{"name": "spec.1"}, {"name": "plain_2", "speculative": False, "tolerance": 0.1}],
+        "gates": {"spec_margin": -0.5, "tuned_tolerance": 1e-3},
+    })
+    spec, plain = ps.get("spec.1"), ps.get("plain_2")
+    assert spec.speculative.algorithm == "EAGLE3" and spec.speculative.num_steps == 3  # any case, stored upper
+    assert plain.speculative is None and plain.role == "baseline"  # false turns off a [defaults] speculative
+    assert spec.floor_tok_s == 50.0 and plain.tolerance == 0.1
+    assert ps.gates.spec_margin == -0.5
+    assert parse_profiles({"server": [{"name": "a", "speculative": {}}]}).get("a").speculative.algorithm == "EAGLE3"
+
+
+def test_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + _A.encode())
+    assert set(load_profiles(path).servers) == {"a"}
+
+
+def test_workload_schema_matches_the_overridable_workload_fields() -> None:
+    from specwatch.profile import WORKLOAD_FIELDS
+    from specwatch.workload import PROFILE_OVERRIDABLE
+
+    assert set(WORKLOAD_FIELDS) == set(PROFILE_OVERRIDABLE)
+
+
+@pytest.mark.parametrize(("content", "field", "expected"), [
+    pytest.param(*case[1:], id=case[0]) for case in BROKEN_PROFILES
+    if case[0] in {"non-utf8", "defaults-scalar", "server-string", "extra_env-string", "speculative-true",
+                   "fixture-array", "extra_args-string", "name-path", "invalid-toml"}
+])
+def test_profile_show_prints_one_line_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  content: str | bytes, field: str, expected: str) -> None:
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_USAGE
+
+    path = tmp_path / "p.toml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert main(["profile", "show", str(path)]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"specwatch: {path}") and "Traceback" not in err
+    assert field in err and expected in err
+
+
+@pytest.mark.parametrize("name", ["none.toml", "."])
+def test_profile_show_missing_file_or_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        name: str) -> None:
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_USAGE
+
+    assert main(["profile", "show", str(tmp_path / name)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("specwatch: ") and "Traceback" not in err
