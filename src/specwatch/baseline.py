@@ -12,6 +12,7 @@ update``), so a reviewer sees the diff.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -20,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from specwatch import stats
+from specwatch.atomic import write_text_atomic
 from specwatch.errors import UsageError
 from specwatch.machine import diff_fingerprints
 from specwatch.result import (
     Migration,
     Result,
     ResultSet,
-    atomic_write_json,
-    load_versioned,
+    dumps,
+    finite_samples,
     make_key,
+    migrate,
+    read_json,
     utc_now,
 )
 
@@ -37,10 +41,12 @@ BASELINE_VERSION = 2
 
 def _v1_to_v2(data: dict) -> dict:
     """Version 1 had one session per baseline: it becomes the only entry of ``sessions``."""
-    for m in (data.get("metrics") or {}).values():
-        if isinstance(m, dict):
+    metrics = data.get("metrics")
+    for m in metrics.values() if isinstance(metrics, dict) else ():
+        if isinstance(m, dict):  # anything malformed is left for from_dict to name
+            samples = m.get("samples")
             m.setdefault("sessions", [{"recorded": data.get("recorded"), "commit": data.get("commit"),
-                                       "samples": list(m.get("samples") or [])}])
+                                       "samples": list(samples) if isinstance(samples, list) else []}])
     return data
 
 
@@ -78,29 +84,45 @@ class BaselineMetric:
             "summary": self.summary.to_dict(), "extra": dict(self.extra), "sessions": list(self.sessions),
         }  # fmt: skip
 
-    def reference_for(self, host: str | None, min_sessions: int) -> tuple[list[float], list[list[float]], str]:
+    def reference_for(self, host: str | None, min_sessions: int, *,
+                      same_class: bool | None = True) -> tuple[list[float], list[list[float]], str]:
         """The samples, the per-session samples and a note, for a comparison made on machine ``host``.
 
         With at least ``min_sessions`` sessions recorded on this very machine, only those count: a
         per-machine baseline, because machines of one class differ by a few percent (leases of the
         lent H200s by 5%, docs/validation/README.md section 7). Otherwise every session counts, and
-        the note says when none of them was recorded here.
+        the note says when none of them is known to come from here. ``same_class``: whether that
+        machine is of the baseline's class (False: of another class, None: unknown); the note never
+        claims more about the sessions' machines than the baseline records.
         """
         kept = [s for s in self.sessions if s.get("samples")]
         if not kept:
             return list(self.samples), [], ""
+        every = [list(s["samples"]) for s in kept]
+        hosts = {s["host"] for s in kept if s.get("host")}
+        unnamed = sum(1 for s in kept if not s.get("host"))
+        if same_class is False:
+            return list(self.samples), every, (
+                f"its {len(kept)} session(s) were recorded on another machine class than this machine's "
+                f"({_origin(hosts, unnamed)}): the comparison measures the machines as much as the server")
         mine = [s for s in kept if host and s.get("host") == host]
         if min_sessions <= len(mine) < len(kept):
             pooled = [float(x) for s in mine for x in s["samples"]]
             return pooled, [list(s["samples"]) for s in mine], (
                 f"judged against the {len(mine)} of its {len(kept)} sessions recorded on this machine")
-        hosts = {s["host"] for s in kept if s.get("host")}
         note = ""
         if host and hosts and host not in hosts:
-            note = (f"none of its {len(kept)} sessions was recorded on this machine (they come from "
-                    f"{len(hosts)} other machine(s) of the class); machines of one class can differ by a few "
-                    f"percent, which the sessions' spread covers only when they span several machines")
-        return list(self.samples), [list(s["samples"]) for s in kept], note
+            of_class = " of the class" if same_class else ""
+            if unnamed:
+                head = (f"none of its {len(kept)} sessions is known to come from this machine "
+                        f"({len(kept) - unnamed} come from {len(hosts)} other machine(s){of_class}, {unnamed} "
+                        f"from a machine the baseline did not record)")
+            else:
+                head = (f"none of its {len(kept)} sessions was recorded on this machine (they come from "
+                        f"{len(hosts)} other machine(s){of_class})")
+            note = (f"{head}; machines of one class can differ by a few percent, which the sessions' spread "
+                    f"covers only when they span several machines")
+        return list(self.samples), every, note
 
     @classmethod
     def from_result(cls, r: Result, *, recorded: str = "", commit: str | None = None,
@@ -116,6 +138,39 @@ class BaselineMetric:
         pooled = [float(x) for sess in sessions for x in sess["samples"]]
         return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
                    stats.summarize(pooled), dict(r.extra), sessions)  # fmt: skip
+
+
+def _origin(hosts: set[str], unnamed: int) -> str:
+    """Which machines sessions come from, as far as they record it."""
+    if not hosts:
+        return "no session records its machine"
+    named = f"{len(hosts)} machine(s)"
+    return f"on {named}" if not unnamed else f"{named} named, {unnamed} session(s) without a recorded machine"
+
+
+def _check_sessions(sessions: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(sessions, list) or not all(isinstance(x, dict) for x in sessions):
+        raise UsageError(f"{where}: field 'sessions' must be a list of objects")
+    for i, sess in enumerate(sessions):
+        finite_samples(sess.get("samples", []), f"{where}: session {i}")
+        if not isinstance(sess.get("host") or "", str):
+            raise UsageError(f"{where}: session {i}: field 'host' must be a string")
+    return sessions
+
+
+def _summary(raw: Any, samples: list[float], where: str) -> stats.Summary:
+    if raw is None:
+        return stats.summarize(samples)
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: field 'summary' must be an object")
+    for name in stats.Summary.__dataclass_fields__:
+        v = raw.get(name)
+        if name == "confidence" and v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise UsageError(f"{where}: field 'summary.{name}' must be a number, got {v!r}; re-record the "
+                             "baseline (or delete its summary to have it recomputed)")
+    return stats.Summary.from_dict(raw)
 
 
 @dataclass
@@ -173,9 +228,17 @@ class Baseline:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: Path | None = None) -> Baseline:
-        """Build from the on-disk form; UsageError names the bad field."""
+    def from_dict(cls, data: Any, path: Path | None = None) -> Baseline:
+        """Build from the on-disk form of any version this specwatch reads (older ones migrated
+        first); UsageError names the bad field."""
         where = str(path or "baseline")
+        data = migrate(copy.deepcopy(data), "baseline", BASELINE_VERSION, BASELINE_MIGRATIONS, where)
+        for name in ("machine_class", "profile"):
+            if not isinstance(data.get(name), str):
+                raise UsageError(f"{where}: field {name!r} must be a string")
+        machine = data.get("machine") or {}
+        if not isinstance(machine, dict):
+            raise UsageError(f"{where}: field 'machine' must be an object")
         metrics_raw = data.get("metrics")
         if not isinstance(metrics_raw, dict):
             raise UsageError(f"{where}: field 'metrics' must be an object")
@@ -183,29 +246,33 @@ class Baseline:
         for name, m in metrics_raw.items():
             if not isinstance(m, dict):
                 raise UsageError(f"{where}: metric {name!r} must be an object")
-            r = Result.from_dict({**m, "key": name, "profile": str(data.get("profile", ""))})
-            summary = m.get("summary")
-            sessions = m.get("sessions")
-            if not isinstance(sessions, list) or not all(isinstance(x, dict) for x in sessions):
-                raise UsageError(f"{where}: metric {name!r}: field 'sessions' must be a list of objects")
+            try:
+                r = Result.from_dict({**m, "key": name, "profile": data["profile"]})
+            except UsageError as exc:
+                raise UsageError(f"{where}: metric {exc}") from None
+            if not r.samples:
+                raise UsageError(f"{where}: metric {name!r} has no samples")
+            sessions = _check_sessions(m.get("sessions"), f"{where}: metric {name!r}")
             metrics[name] = BaselineMetric(
                 r.workload, r.metric, r.unit, r.higher_is_better, r.samples,
-                stats.Summary.from_dict(summary) if isinstance(summary, dict) else stats.summarize(r.samples),
-                r.extra, sessions,
+                _summary(m.get("summary"), r.samples, f"{where}: metric {name!r}"), r.extra, sessions,
             )  # fmt: skip
-        for name in ("machine_class", "profile"):
-            if not isinstance(data.get(name), str):
-                raise UsageError(f"{where}: field {name!r} must be a string")
         commit = data.get("commit")
         return cls(
             machine_class=data["machine_class"],
             profile=data["profile"],
-            machine=dict(data.get("machine") or {}),
+            machine=dict(machine),
             commit=str(commit) if commit is not None else None,
             recorded=str(data.get("recorded") or ""),
             metrics=metrics,
             path=path,
         )
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read one baseline file: the single reader, so every caller gets older versions migrated."""
+    p = Path(path)
+    return Baseline.from_dict(read_json(p, "baseline"), p)
 
 
 def _check_name(value: str, what: str) -> str:
@@ -231,8 +298,7 @@ class BaselineStore:
         path = self.path_for(machine_class, profile)
         if not path.exists():
             return None
-        data = load_versioned(path, "baseline", BASELINE_VERSION, BASELINE_MIGRATIONS)
-        return Baseline.from_dict(data, path)
+        return load_baseline(path)
 
     def missing_message(self, machine_class: str, profile: str) -> str:
         """What to say when there is no baseline, including how to record one."""
@@ -254,6 +320,37 @@ class BaselineStore:
             return []
         return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json"))
 
+    def _build(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
+               items: list[Result], *, recorded: str, keep_sessions: int) -> tuple[Path, Baseline]:
+        """The new baseline of one profile and its path; nothing written. The existing file, when
+        there is one, must load (a broken or newer one stops the update) and gives the kept sessions."""
+        mine = [r for r in items if r.profile == profile]
+        if not mine:
+            raise UsageError(f"no results for profile {profile!r} to record as a baseline")
+        path = self.path_for(machine_class, profile)
+        try:
+            old = self.load(machine_class, profile)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; nothing was written: repair or delete {path}, then record again") from None
+        metrics: dict[str, BaselineMetric] = {}
+        for r in mine:
+            before = old.get(r.workload, r.metric) if old and keep_sessions > 1 else None
+            m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
+                                           earlier=before.sessions if before else None,
+                                           host=fingerprint.get("host_id"))
+            if m.name in metrics:
+                raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
+            metrics[m.name] = m
+        base = Baseline(
+            machine_class=machine_class,
+            profile=profile,
+            machine={**dict(fingerprint), "machine_class": machine_class},
+            commit=commit,
+            recorded=recorded,
+            metrics=metrics,
+        )
+        return path, base
+
     def record(
         self,
         machine_class: str,
@@ -265,44 +362,30 @@ class BaselineStore:
         recorded: str | None = None,
         keep_sessions: int = 1,
     ) -> Path:
-        """Write the baseline of one profile from its results, atomically.
+        """Write the baseline of one profile from its results, atomically (the file's mode kept).
 
         ``keep_sessions`` > 1 keeps the samples of up to that many recording sessions (this one
         included, the oldest dropped first); 1 replaces the baseline.
         """
         items = results.results if isinstance(results, ResultSet) else list(results)
-        mine = [r for r in items if r.profile == profile]
-        if not mine:
-            raise UsageError(f"no results for profile {profile!r} to record as a baseline")
-        recorded = recorded or utc_now()
-        old = self.load(machine_class, profile) if keep_sessions > 1 else None
-        metrics: dict[str, BaselineMetric] = {}
-        for r in mine:
-            before = old.get(r.workload, r.metric) if old else None
-            m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
-                                           earlier=before.sessions if before else None,
-                                           host=fingerprint.get("host_id"))
-            if m.name in metrics:
-                raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
-            metrics[m.name] = m
-        base = Baseline(
-            machine_class=_check_name(machine_class, "machine class"),
-            profile=_check_name(profile, "profile"),
-            machine={**dict(fingerprint), "machine_class": machine_class},
-            commit=commit,
-            recorded=recorded,
-            metrics=metrics,
-        )
-        return atomic_write_json(self.path_for(machine_class, profile), base.to_dict())
+        path, base = self._build(machine_class, profile, fingerprint, commit, items,
+                                 recorded=recorded or utc_now(), keep_sessions=keep_sessions)
+        return write_text_atomic(path, dumps(base.to_dict()))
 
     def record_all(self, results: ResultSet, *, machine_class: str | None = None,
                    keep_sessions: int = 1) -> list[Path]:
-        """Record one baseline per profile of a results file (its machine, commit and time)."""
+        """Record one baseline per profile of a results file (its machine, commit and time).
+
+        All or nothing: every existing target is loaded and every new document built before the
+        first file is written, so a broken baseline in the folder leaves every file as it was.
+        """
         mc = machine_class or results.machine_class
         if not mc:
             raise UsageError("the results file has no machine.machine_class; pass the machine class")
-        return [
-            self.record(mc, prof, results.machine, results.commit, results.for_profile(prof),
-                        recorded=results.created, keep_sessions=keep_sessions)
-            for prof in results.profiles()
-        ]
+        recorded = results.created or utc_now()
+        texts = []
+        for prof in results.profiles():
+            path, base = self._build(mc, prof, results.machine, results.commit, results.for_profile(prof),
+                                     recorded=recorded, keep_sessions=keep_sessions)
+            texts.append((path, dumps(base.to_dict())))
+        return [write_text_atomic(path, text) for path, text in texts]

@@ -142,10 +142,10 @@ def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors:
 
 
 def _atomic_write_json(path: Path, data: Any) -> None:
+    from specwatch.atomic import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 class Memo:

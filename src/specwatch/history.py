@@ -1,7 +1,9 @@
 """SQLite history of results: one row per run and per metric, for trends and change points.
 
 Default file ``.specwatch/history.sqlite``. A ``schema_version`` table holds the schema version;
-a newer file is refused with a UsageError, an older one is migrated in place.
+a newer file is refused with a UsageError, an older one is migrated in place. Opened for reading
+(``History(path, readonly=True)``, the ``specwatch history`` commands that only look), a missing
+file is an error rather than a new empty database.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from specwatch.result import ResultSet, utc_now
 
 DEFAULT_PATH = Path(".specwatch") / "history.sqlite"
 SCHEMA_VERSION = 1
+#: What to run when matplotlib is missing (it comes with the ``test`` extra).
+PLOT_INSTALL = "pip install 'specwatch[plot]' (or pip install matplotlib)"
 # from-version -> SQL statements that bring the schema to from-version + 1.
 SCHEMA_MIGRATIONS: dict[int, Sequence[str]] = {}
 
@@ -69,12 +73,35 @@ class SeriesPoint:
 class History:
     """The history database. Use as a context manager or call ``close()``."""
 
-    def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH) -> None:
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path))
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        self._ensure_schema()
+        self.readonly = readonly
+        if self.path.is_dir():
+            raise UsageError(f"history {self.path} is a directory, not a history file")
+        if readonly:
+            if not self.path.exists():
+                raise UsageError(f"history file not found: {self.path} (`pytest -m perf` writes one, see "
+                                 "--specwatch-history; so does `specwatch history import`)")
+            target, uri = f"{self.path.resolve().as_uri()}?mode=ro", True
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"history {self.path}: cannot create its folder: {exc.strerror or exc}") from None
+            target, uri = str(self.path), False
+        try:
+            self.conn = sqlite3.connect(target, uri=uri)
+        except sqlite3.Error as exc:
+            raise UsageError(f"history {self.path}: cannot open: {exc}") from None
+        try:
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self._ensure_schema()
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise UsageError(f"history {self.path} is not a specwatch history (SQLite) database: {exc}") from None
+        except BaseException:
+            self.conn.close()
+            raise
 
     def __enter__(self) -> History:
         return self
@@ -92,6 +119,10 @@ class History:
                 "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_version'"
             ).fetchone()
             if not has:
+                others = self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+                if others or self.readonly:
+                    raise UsageError(f"history {self.path} is not a specwatch history database "
+                                     "(it has no schema_version table)")
                 for stmt in _SCHEMA:
                     self.conn.execute(stmt)
                 self.conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
@@ -103,6 +134,9 @@ class History:
                     f"history {self.path} has schema version {version}, newer than this specwatch "
                     f"reads ({SCHEMA_VERSION}); upgrade specwatch or use another --history path"
                 )
+            if version < SCHEMA_VERSION and self.readonly:
+                raise UsageError(f"history {self.path} has schema version {version}, older than this specwatch "
+                                 f"reads ({SCHEMA_VERSION}); `specwatch history import` migrates it")
             while version < SCHEMA_VERSION:
                 steps = SCHEMA_MIGRATIONS.get(version)
                 if steps is None:
@@ -195,13 +229,18 @@ def plot_series(
     Each run is a dot per sample and a line through the medians; a dashed vertical line marks
     each change point found in the medians, labelled with its relative size.
     """
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError(f"plots need matplotlib, which is not installed: {PLOT_INSTALL}") from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"plot folder {out}: {exc.strerror or exc}") from None
     classes = [machine_class] if machine_class is not None else history.machine_classes()
     written: list[Path] = []
     for mc in classes:

@@ -1,8 +1,8 @@
 """Results files: one run's samples per profile/workload/metric (docs/architecture.md).
 
 Also the persistence helpers shared with ``baseline``: sorted, indented, versioned JSON written
-atomically (temporary file in the same folder, fsync, ``os.replace``), and a loader that migrates
-older versions and rejects unknown ones with a UsageError that says what to do.
+atomically (:mod:`specwatch.atomic`), and a loader that migrates older versions and rejects
+unknown ones with a UsageError that says what to do.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import datetime as _dt
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specwatch.atomic import write_text_atomic
 from specwatch.errors import UsageError
 
 RESULTS_VERSION = 1
@@ -36,52 +36,47 @@ def dumps(data: Any) -> str:
 
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
-    """Write ``data`` to ``path`` atomically (tmp file in the same folder, fsync, os.replace)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps(data)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return target
+    """Write ``data`` to ``path`` atomically in the one JSON style (:func:`specwatch.atomic.write_text_atomic`:
+    temporary file in the same folder, fsync, os.replace, the replaced file's mode kept).
+
+    The text is built first, so a value JSON cannot hold (NaN) fails before anything is written.
+    """
+    return write_text_atomic(path, dumps(data))
 
 
-def load_versioned(
-    path: str | os.PathLike[str], kind: str, current: int, migrations: Mapping[int, Migration]
-) -> dict:
-    """Read a versioned JSON file, migrating it to ``current``; UsageError when it cannot."""
+def read_json(path: str | os.PathLike[str], kind: str) -> Any:
+    """The parsed JSON of a file; UsageError (one line, naming the file) when it cannot be read."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{kind} file not found: {p}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{kind} file {p} is a directory, not a file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{kind} file {p} is not readable JSON: {exc}") from None
+
+
+def migrate(data: Any, kind: str, current: int, migrations: Mapping[int, Migration], where: str) -> dict:
+    """``data`` brought to version ``current`` through ``migrations``; UsageError when it cannot be.
+
+    The one place where versions are checked: every reader of a versioned document goes through it.
+    """
     if not isinstance(data, dict) or "version" not in data:
-        raise UsageError(f"{kind} file {p} has no \"version\" field; is it a specwatch {kind} file?")
+        raise UsageError(f"{kind} file {where} has no \"version\" field; is it a specwatch {kind} file?")
     version = data["version"]
     if not isinstance(version, int) or isinstance(version, bool):
-        raise UsageError(f"{kind} file {p}: version must be an integer, got {version!r}")
+        raise UsageError(f"{kind} file {where}: version must be an integer, got {version!r}")
     if version > current:
         raise UsageError(
-            f"{kind} file {p} has version {version}, newer than this specwatch reads ({current}); "
+            f"{kind} file {where} has version {version}, newer than this specwatch reads ({current}); "
             "upgrade specwatch"
         )
     while version < current:
         step = migrations.get(version)
         if step is None:
             raise UsageError(
-                f"{kind} file {p} has version {version}, which this specwatch cannot migrate "
+                f"{kind} file {where} has version {version}, which this specwatch cannot migrate "
                 f"(reads {current}); re-record it"
             )
         data = step(data)
@@ -90,7 +85,15 @@ def load_versioned(
     return data
 
 
-def _finite_samples(samples: Any, where: str) -> list[float]:
+def load_versioned(
+    path: str | os.PathLike[str], kind: str, current: int, migrations: Mapping[int, Migration]
+) -> dict:
+    """Read a versioned JSON file, migrating it to ``current``; UsageError when it cannot."""
+    return migrate(read_json(path, kind), kind, current, migrations, str(Path(path)))
+
+
+def finite_samples(samples: Any, where: str) -> list[float]:
+    """The samples as floats; UsageError naming ``where`` unless a list of finite numbers."""
     if not isinstance(samples, (list, tuple)):
         raise UsageError(f"{where}: samples must be a list of numbers")
     out = []
@@ -134,7 +137,7 @@ class Result:
         """Build a Result with its key derived from profile/workload/metric."""
         key = make_key(profile, workload, metric)
         return cls(key, profile, workload, metric, unit, higher_is_better,
-                   _finite_samples(list(samples), key), dict(extra or {}))  # fmt: skip
+                   finite_samples(list(samples), key), dict(extra or {}))  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (samples kept in run order)."""
@@ -147,7 +150,12 @@ class Result:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
         """Validate and build; UsageError names the missing or bad field."""
-        where = str(data.get("key", "result"))
+        if not isinstance(data, Mapping):
+            raise UsageError(f"each result must be an object, got {type(data).__name__} {data!r:.60}")
+        key = data.get("key")
+        if key is not None and not isinstance(key, str):
+            raise UsageError(f"result {key!r}: field 'key' must be a string")
+        where = str(key or "result")
         for name in ("profile", "workload", "metric", "unit"):
             if not isinstance(data.get(name), str):
                 raise UsageError(f"{where}: field {name!r} must be a string")
@@ -156,9 +164,9 @@ class Result:
         extra = data.get("extra", {})
         if not isinstance(extra, dict):
             raise UsageError(f"{where}: field 'extra' must be an object")
-        key = data.get("key") or make_key(data["profile"], data["workload"], data["metric"])
+        key = key or make_key(data["profile"], data["workload"], data["metric"])
         return cls(key, data["profile"], data["workload"], data["metric"], data["unit"],
-                   data["higher_is_better"], _finite_samples(data.get("samples"), where), dict(extra))  # fmt: skip
+                   data["higher_is_better"], finite_samples(data.get("samples"), where), dict(extra))  # fmt: skip
 
 
 @dataclass
@@ -224,7 +232,13 @@ class ResultSet:
         machine = data.get("machine") or {}
         if not isinstance(machine, dict):
             raise UsageError("results file: field 'machine' must be an object")
+        if not isinstance(machine.get("machine_class", ""), str):
+            raise UsageError("results file: field 'machine.machine_class' must be a string")
         commit = data.get("commit")
+        if commit is not None and not isinstance(commit, str):
+            raise UsageError("results file: field 'commit' must be a string or null")
+        if not isinstance(data.get("created") or "", str):
+            raise UsageError("results file: field 'created' must be a string")
         return cls(
             results=[Result.from_dict(r) for r in results],
             machine=dict(machine),
@@ -239,8 +253,15 @@ class ResultSet:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ResultSet:
         """Read a results file (older versions migrated, newer or unknown ones rejected)."""
-        data = load_versioned(path, "results", RESULTS_VERSION, RESULTS_MIGRATIONS)
+        return cls.from_document(read_json(path, "results"), path)
+
+    @classmethod
+    def from_document(cls, data: Any, path: str | os.PathLike[str]) -> ResultSet:
+        """From the parsed JSON of the results file ``path``: migrated, then validated."""
+        if isinstance(data, dict) and "metrics" in data and "profile" in data and "results" not in data:
+            raise UsageError(f"{path} is a baseline file, not a results file")
+        data = migrate(data, "results", RESULTS_VERSION, RESULTS_MIGRATIONS, str(Path(path)))
         try:
             return cls.from_dict(data)
         except UsageError as exc:
-            raise UsageError(f"results file {path}: {exc}") from None
+            raise UsageError(f"results file {path}: {str(exc).removeprefix('results file: ')}") from None

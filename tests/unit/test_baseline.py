@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specwatch.baseline import BASELINE_VERSION, Baseline, BaselineStore
+from specwatch.atomic import write_text_atomic
+from specwatch.baseline import BASELINE_VERSION, Baseline, BaselineMetric, BaselineStore, load_baseline
 from specwatch.compare import Verdict, compare
 from specwatch.errors import UsageError
 from specwatch.result import Result, ResultSet
+from specwatch.stats import summarize as stats_summary
 
 FP = {"machine_class": "h200x2-nvlink", "gpu_model": "NVIDIA H200", "gpu_count": 2,
       "driver": "580.159.04", "cuda": "13.0", "torch": "2.9.1", "os": "Linux 6.1"}  # fmt: skip
@@ -252,3 +256,127 @@ def test_the_drift_gates_reference_takes_this_machines_sessions_or_says_there_ar
     ref = session.reference_samples("large-eagle3-tuned", "single-stream", "decode_tok_s")
     assert not isinstance(ref, str)
     assert len(ref.sessions) == 6 and ref.note.startswith("none of its 6 sessions was recorded on this machine")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((ROOT / "baselines").glob("*/*.json"))
+
+
+def test_version_1_baselines_migrate_in_every_reader() -> None:
+    """compare read baseline files through Baseline.from_dict, which skipped the v1 → v2 migration."""
+    v1 = {"version": 1, "machine_class": "cpu-2core", "profile": "p", "machine": {}, "commit": "abc",
+          "recorded": "2026-11-29", "metrics": {"w/m": {"workload": "w", "metric": "m", "unit": "tok/s",
+                                                        "higher_is_better": True, "samples": [1.0, 2.0]}}}
+    before = json.dumps(v1)
+    m = Baseline.from_dict(v1).get("w", "m")
+    assert m.sessions == [{"recorded": "2026-11-29", "commit": "abc", "samples": [1.0, 2.0]}]
+    assert json.dumps(v1) == before  # the caller's document is left as it was
+    assert Baseline.from_dict(v1).to_dict()["version"] == BASELINE_VERSION
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[f"{p.parent.name}/{p.stem}" for p in SHIPPED])
+def test_every_shipped_baseline_loads(path: Path) -> None:
+    base = load_baseline(path)
+    assert base.machine_class == path.parent.name and base.profile == path.stem
+    assert all(m.sessions for m in base.metrics.values())
+
+
+def test_cli_compares_against_a_shipped_version_1_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_OK
+
+    path = ROOT / "baselines" / "cpu-2core" / "eagle3-tuned.json"
+    assert json.loads(path.read_text())["version"] == 1
+    base = load_baseline(path)
+    ResultSet(base.as_results(), machine=base.machine, commit="c").save(tmp_path / "results-latest.json")
+    assert main(["compare", str(path), str(tmp_path / "results-latest.json")]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert err == "" and "eagle3-tuned/single-stream/decode_tok_s" in out
+
+
+def _store_with(tmp_path: Path) -> tuple[BaselineStore, ResultSet]:
+    store = BaselineStore(tmp_path / "b")
+    rs = results()
+    rs.results.append(Result.make("zz-last", "single-stream", "output_tok_s", unit="tok/s", higher_is_better=True,
+                                  samples=[1.0, 1.1]))
+    store.record_all(rs)
+    return store, rs
+
+
+def test_record_all_writes_nothing_when_one_target_is_broken(tmp_path: Path) -> None:
+    store, rs = _store_with(tmp_path)
+    folder = tmp_path / "b" / "h200x2-nvlink"
+    broken = folder / "zz-last.json"  # the last profile: the others would have been rewritten first
+    broken.write_text(broken.read_text()[:40])
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+    for keep in (1, 3):
+        with pytest.raises(UsageError, match=r"zz-last\.json is not readable JSON.*nothing was written"):
+            store.record_all(rs, keep_sessions=keep)
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()} == before  # no temp files
+    broken.unlink()
+    assert sorted(p.name for p in store.record_all(rs)) == ["baseline.json", "eagle3.json", "zz-last.json"]
+
+
+def test_record_keeps_each_files_mode_and_new_files_follow_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        store, rs = _store_with(tmp_path)
+        folder = tmp_path / "b" / "h200x2-nvlink"
+        assert {stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {0o644}  # not mkstemp's 0600
+        (folder / "baseline.json").chmod(0o664)
+        (folder / "eagle3.json").chmod(0o600)
+        store.record_all(rs, keep_sessions=2)
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+        assert modes == {"baseline.json": 0o664, "eagle3.json": 0o600, "zz-last.json": 0o644}
+    finally:
+        os.umask(old)
+
+
+def test_write_text_atomic_is_the_one_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "new" / "f.txt"
+    old = os.umask(0o027)
+    try:
+        write_text_atomic(target, "one\n")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "one\n" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    target.chmod(0o604)
+    write_text_atomic(target, "two\n")
+    assert target.read_text() == "two\n" and stat.S_IMODE(target.stat().st_mode) == 0o604
+    write_text_atomic(target, "three\n", mode=0o600)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+    def boom(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        write_text_atomic(target, "four\n")
+    assert target.read_text() == "three\n" and [p.name for p in target.parent.iterdir()] == ["f.txt"]
+
+
+def test_the_note_never_claims_more_than_the_sessions_record() -> None:
+    def metric(hosts: list[str | None]) -> BaselineMetric:
+        sessions = [{"recorded": f"s{i}", "commit": None, "samples": [100.0 + i, 101.0 + i],
+                     **({"host": h} if h else {})} for i, h in enumerate(hosts)]
+        pooled = [x for s in sessions for x in s["samples"]]
+        return BaselineMetric("w", "m", "tok/s", True, pooled, stats_summary(pooled), {}, sessions)
+
+    known = metric(["aaaa", "aaaa", "bbbb"])
+    note = known.reference_for("cccc", 3)[2]
+    assert note.startswith("none of its 3 sessions was recorded on this machine (they come from 2 other "
+                           "machine(s) of the class)")
+    # some sessions do not say where they were recorded: this machine may be among them
+    mixed = metric(["aaaa", None, None])
+    note = mixed.reference_for("cccc", 3)[2]
+    assert note.startswith("none of its 3 sessions is known to come from this machine (1 come from 1 other "
+                           "machine(s) of the class, 2 from a machine the baseline did not record)"), note
+    assert "of the class" not in mixed.reference_for("cccc", 3, same_class=None)[2]
+    # a machine of another class: every session counts and the note says so, never "of the class"
+    samples, sessions, note = known.reference_for("aaaa", 2, same_class=False)
+    assert len(sessions) == 3 and samples == known.samples
+    assert note.startswith("its 3 session(s) were recorded on another machine class than this machine's "
+                           "(on 2 machine(s))"), note
+    assert "of the class" not in note
+    assert "no session records its machine" in metric([None, None]).reference_for("x", 3, same_class=False)[2]
+    assert metric([None, None]).reference_for("x", 3)[2] == ""  # nothing known, nothing claimed

@@ -244,3 +244,62 @@ def test_a_verdict_on_runs_alone_says_so_and_a_multi_session_one_does_not() -> N
     assert many.verdict is Verdict.REGRESSION and "judged on runs alone" not in many.message
     healthy = compare(sessions[0], sessions[1], reference_sessions=sessions[1:2])
     assert "judged on runs alone" not in healthy.message  # said only beside a flagged change
+
+
+# ------------------------------------------------------------------------------------------------
+# specwatch compare: both sides must come from one machine class.
+
+
+def _side(path, machine_class, tok_s, host=None):
+    from specwatch.result import Result, ResultSet
+
+    machine = {"machine_class": machine_class} if machine_class else {}
+    if host:
+        machine["host_id"] = host
+    rs = ResultSet(machine=machine, commit="c")
+    rs.add(Result.make("eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=tok_s))
+    rs.save(path)
+    return str(path)
+
+
+def test_compare_refuses_sides_of_different_machine_classes(tmp_path, capsys):
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_USAGE
+
+    base = _side(tmp_path / "h200.json", "h200x1", list(noisy(1157, 0.01, 10, 1)))
+    cur = _side(tmp_path / "cpu.json", "cpu-2core", list(noisy(553, 0.01, 10, 2)))
+    assert main(["compare", base, cur]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "'h200x1'" in err and "'cpu-2core'" in err and "--allow-other-class" in err
+
+
+def test_allow_other_class_compares_with_a_warning_and_an_accurate_note(tmp_path, capsys):
+    from specwatch.baseline import BaselineStore
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_REGRESSION
+    from specwatch.result import ResultSet
+
+    store = BaselineStore(tmp_path / "b")
+    store.record_all(ResultSet.load(_side(tmp_path / "rec.json", "h200x1", list(noisy(1157, 0.01, 10, 1)),
+                                          host="gpuhost")))
+    baseline = str(store.path_for("h200x1", "eagle3-tuned"))
+    cur = _side(tmp_path / "cpu.json", "cpu-2core", list(noisy(553, 0.01, 10, 2)), host="cpuhost")
+    assert main(["compare", baseline, cur, "--allow-other-class"]) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("WARNING: machine classes differ") and "'h200x1'" in first and "'cpu-2core'" in first
+    assert "of the class" not in out and "other machine(s)" not in out
+    assert "baseline: its 1 session(s) were recorded on another machine class than this machine's" in out
+
+
+def test_compare_warns_when_a_side_has_no_machine_class(tmp_path, capsys):
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_OK
+
+    base = _side(tmp_path / "a.json", None, list(noisy(100, 0.01, 10, 1)))
+    cur = _side(tmp_path / "b.json", "h200x1", list(noisy(100, 0.01, 10, 2)))
+    assert main(["compare", base, cur]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith(f"warning: {base} records no machine class")

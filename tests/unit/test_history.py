@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 import pytest
 
@@ -91,3 +92,95 @@ def test_plot_series_one_png_per_metric_with_change_point(tmp_path, monkeypatch)
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [4] in marked  # the 89 → 82 step was found and drawn
+
+
+def test_reading_a_missing_history_creates_nothing(tmp_path):
+    db = tmp_path / "sub" / "h.sqlite"
+    with pytest.raises(UsageError, match="history file not found"):
+        History(db, readonly=True)
+    assert not db.exists() and not db.parent.exists()
+    with History(db) as h:  # the writer (pytest run, history import) still creates it
+        h.append(run(89.0, 0))
+    with History(db, readonly=True) as h:
+        assert h.keys() == ["baseline/single-stream/output_tok_s", "baseline/single-stream/ttft_ms"]
+
+
+def test_files_that_are_not_a_history_are_refused_untouched(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database, " * 10)
+    for readonly in (True, False):
+        with pytest.raises(UsageError, match=r"notes\.txt is not a specwatch history \(SQLite\) database"):
+            History(text, readonly=readonly)
+    assert text.read_text() == "not a database, " * 10
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    for readonly in (True, False):
+        with pytest.raises(UsageError, match="no schema_version table"):
+            History(other, readonly=readonly)
+    con = sqlite3.connect(other)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["t"]  # nothing added
+    con.close()
+    with pytest.raises(UsageError, match="is a directory"):
+        History(tmp_path, readonly=True)
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    with History(tmp_path / "h.sqlite") as h:
+        h.append(run(89.0, 0))
+        with pytest.raises(UsageError, match=r"need matplotlib.*pip install matplotlib"):
+            plot_series(h, tmp_path / "plots")
+
+
+def _cli(argv, capsys):
+    from specwatch.cli import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+    return code, out, err.strip()
+
+
+def test_cli_history_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    from specwatch.errors import EXIT_OK, EXIT_USAGE
+
+    notdb = tmp_path / "results.json"
+    notdb.write_text('{"version": 1, "results": []}')
+    code, _, err = _cli(["history", "show", "--history", str(notdb)], capsys)
+    assert code == EXIT_USAGE and str(notdb) in err and "not a specwatch history" in err
+
+    code, _, err = _cli(["history", "changes", "--alpha", "5"], capsys)
+    assert code == EXIT_USAGE and "--alpha" in err and "between 0 and 1" in err
+
+    missing = tmp_path / "missing.sqlite"
+    for sub in ("show", "changes", "plot"):
+        code, _, err = _cli(["history", sub, "--history", str(missing)], capsys)
+        assert code == EXIT_USAGE and f"history file not found: {missing}" in err
+    assert not missing.exists()
+
+    db = tmp_path / "h.sqlite"
+    with History(db) as h:
+        for i, v in enumerate(SERIES):
+            h.append(run(v, i))
+    assert _cli(["history", "show", "--history", str(db), "--machine-class", "nope"], capsys) == (
+        EXIT_OK, f"no runs in {db} on machine class nope\n", "")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, _, err = _cli(["history", "plot", "--history", str(db), "--out", str(tmp_path / "plots")], capsys)
+    assert code == EXIT_USAGE and "pip install" in err and "matplotlib" in err
+
+
+def test_change_points_skip_runs_without_samples(tmp_path, capsys):
+    from specwatch.errors import EXIT_OK
+
+    db = tmp_path / "h.sqlite"
+    with History(db) as h:
+        for i, v in enumerate(SERIES):
+            h.append(run(v, i))
+        empty = run(0.0, 99)
+        empty.results[0].samples.clear()
+        h.append(empty)
+    code, out, _ = _cli(["history", "changes", "--history", str(db), "baseline/single-stream/output_tok_s"], capsys)
+    assert code == EXIT_OK and "change at run" in out
