@@ -98,6 +98,10 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
         return Outcome("skip", f"--update-baselines: {prof.name} is being recorded, not compared")
     ref = session.reference_samples(prof.name, workload, metric)
     if isinstance(ref, str):
+        session.missing_baseline(f"{prof.name}/{workload}/{metric}", ref)
+        if session.config.require_baseline:
+            return Outcome("fail", f"{ref} (--specwatch-require-baseline: a drift test with nothing to compare "
+                                   f"against fails)")
         return Outcome("skip", ref)
     wl = m.workload
     for key, now in (("max_new_tokens", wl.max_new_tokens), ("concurrency", wl.concurrency)):
@@ -130,7 +134,8 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
     a, b = spec.samples(DECODE_METRIC), base.samples(DECODE_METRIC)
     gate = compare.relative_gate(a, b, margin=margin, alpha=session.config.alpha, names=(spec_p.name, base_p.name))
     row = ReportRow(key=f"{spec_p.name} vs {base_p.name} ({workload}, decode tok/s)", n=gate.n_a,
-                    median=statistics.median(a), unit="tok/s", baseline_median=statistics.median(b),
+                    median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0], ci_high=_ci(a)[1],
+                    baseline_median=statistics.median(b),
                     change=gate.ratio - 1, p=gate.p_pass, verdict=gate.verdict.value, samples=tuple(a),
                     message=gate.message)
     lines = [gate.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
@@ -175,7 +180,8 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outco
     gain = compare.relative_gate(t_x, u_x, alpha=session.config.alpha, names=(t_p.name, u_p.name),
                                  effect=gates.tuning_min_effect)
     row = ReportRow(key=f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", n=gain.n_a,
-                    median=statistics.median(t_x), unit="tok/s", baseline_median=statistics.median(u_x),
+                    median=statistics.median(t_x), unit="tok/s", ci_low=_ci(t_x)[0], ci_high=_ci(t_x)[1],
+                    baseline_median=statistics.median(u_x),
                     change=gain.ratio - 1, p=gain.p_differ, verdict=gain.verdict.value, samples=tuple(t_x),
                     message=gain.message)
     effect, verdict = tuning_effect(gain, gates.tuning_min_effect)

@@ -41,23 +41,52 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     from specwatch import fixtures
     from specwatch.config import resolve
-    from specwatch.errors import UsageError
+    from specwatch.errors import SpecwatchError, UsageError
+    from specwatch.project import resolve_project
     from specwatch.session import Session
 
+    flags = {o.name: config.getoption(o.ini) for o in OPTIONS}
+    project = resolve_project(flags.get("project") or os.environ.get("SPECWATCH_PROJECT"), config.inipath,
+                              config.rootpath, config.invocation_params.dir)
+    ini = {o.ini: config.getini(o.ini) for o in OPTIONS}
+    for key, value in project.ini.items():  # the project's ini keys when pytest read another (or none)
+        if ini.get(key) in (None, "", []):
+            ini[key] = value
     try:
-        cfg = resolve(
-            {o.name: config.getoption(o.ini) for o in OPTIONS},
-            os.environ,
-            {o.ini: config.getini(o.ini) for o in OPTIONS},
-            rootdir=config.rootpath,
-        )
+        cfg = resolve(flags, os.environ, ini, rootdir=project.root)
     except UsageError as exc:
         raise pytest.UsageError(f"specwatch: {exc}") from None
-    config.stash[SESSION_KEY] = Session(
+    session = Session(
         cfg, progress=_progress_writer(config), worker_id=os.environ.get("PYTEST_XDIST_WORKER"),
         worker_count=int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
     )
+    session.project_note = project.note
+    if cfg.profiles or cfg.engine:  # a named profile file is read (and validated) before anything boots
+        try:
+            session.profiles  # noqa: B018
+        except SpecwatchError as exc:
+            raise pytest.UsageError(f"specwatch: {exc}") from None
+    config.stash[SESSION_KEY] = session
     config.pluginmanager.register(fixtures, "specwatch.fixtures")
+    config.pluginmanager.register(_ReportCounter(session), "specwatch.reports")
+
+
+class _ReportCounter:
+    """Counts perf tests that ran, also on the xdist controller where the workers' reports arrive."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and "perf" in report.keywords:
+            self.session.perf_tests_run += 1
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if SESSION_KEY not in config.stash:
+        return []
+    perf_run = "perf" in (config.option.markexpr or "") or bool(config.getoption("specwatch_profiles"))
+    return config.stash[SESSION_KEY].header_lines(perf_run)
 
 
 def _progress_writer(config: pytest.Config):

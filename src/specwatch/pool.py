@@ -100,8 +100,15 @@ class ServerPool:
         ``keep``: servers that stay up beside it on the same GPUs (interleaved relative gates; the
         profiles must leave each other the memory, e.g. SGLang's ``--mem-fraction-static``).
         """
-        if profile.name in self.live and self.live[profile.name].process.alive():
-            return self.live[profile.name]
+        if profile.name in self.live:
+            why = self.live[profile.name].process.why_dead()
+            if not why:
+                return self.live[profile.name]
+            # polled before every use: a dead server is noticed at once and rebooted, instead of
+            # the next test failing with "cannot connect"
+            self.progress(f"{profile.name} is dead ({why}; log: {self.live[profile.name].process.log_path}): "
+                          "stopping what is left and booting it again")
+            self.stop(profile.name)
         if profile.name in self.failed:
             raise self.failed[profile.name]
         for name in list(self.live):

@@ -92,6 +92,7 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
         self._known: set[int] = set()
+        self._at_ready: set[int] = set()  # the tree when it became ready: the server's lasting workers
         self.boot_seconds: float | None = None
 
     @property
@@ -120,6 +121,24 @@ class ServerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def dead_workers(self) -> set[int]:
+        """Processes of the tree that was there when the server became ready and are gone now.
+
+        A server whose worker was killed may keep its main process (and port) for a while before
+        it notices; a request in that window fails with "cannot connect" instead of naming the cause.
+        """
+        return {p for p in self._at_ready if not psutil.pid_exists(p) or _is_zombie(p)}
+
+    def why_dead(self) -> str:
+        """"" while the server and every worker it became ready with live; else what died."""
+        if self.proc is None:
+            return "not started"
+        code = self.proc.poll()
+        if code is not None:
+            return f"its main process {self.proc.pid} exited with code {code}"
+        gone = self.dead_workers()
+        return f"worker process(es) {', '.join(map(str, sorted(gone)))} died" if gone else ""
 
     def start(self) -> None:
         """Start the server in its own session (process group) with a reaper guarding it."""
@@ -157,6 +176,7 @@ class ServerProcess:
             if _http_ok(self.url + "/health_generate"):
                 self.boot_seconds = time.monotonic() - start
                 self._remember_tree()
+                self._at_ready = set(self._known)
                 return self.boot_seconds
             now = time.monotonic()
             if now > deadline:

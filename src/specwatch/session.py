@@ -69,6 +69,15 @@ class Session:
     #: on the xdist controller: what the workers measured (``worker_down``)
     gathered: Gathered = field(default_factory=Gathered)
     _fingerprint: dict[str, Any] | None = None
+    #: why pytest's rootdir was not the project folder, when it was not (shown in the header)
+    project_note: str = ""
+    #: drift tests that found no stored baseline (shown loudly in the summary)
+    missing_baselines: list[str] = field(default_factory=list)
+    #: perf tests that ran to a verdict (history records perf runs only)
+    perf_tests_run: int = 0
+    #: the files this run wrote (named in the summary)
+    written: list[Path] = field(default_factory=list)
+    _warned: set[str] = field(default_factory=set)
     _profiles: ProfileSet | None = None
     _pool: ServerPool | None = None
     _external: dict[str, RunningServer] = field(default_factory=dict)
@@ -318,7 +327,8 @@ class Session:
         if entry is None:
             return f"baseline {store.path_for(mc, profile)} has no {workload}/{metric}; re-record it"
         warning = base.fingerprint_warning(self.fingerprint())
-        if warning:
+        if warning and warning not in self._warned:  # once per run, not once per drift test
+            self._warned.add(warning)
             self.progress(warning)
         from specwatch.compare import MIN_SESSIONS
 
@@ -395,6 +405,20 @@ class Session:
         chosen = [live[n] for n in names if n in live] or list(live.values())
         return [(f"specwatch server log: {s.profile.name} ({s.log_path})", s.log_tail(40)) for s in chosen]
 
+    def header_lines(self, perf_run: bool) -> list[str]:
+        """pytest's header: where this run reads and writes (on a perf run), and any project note."""
+        cfg = self.config
+        lines = [f"specwatch: {self.project_note}"] if self.project_note else []
+        if perf_run:
+            lines.append(f"specwatch: project {cfg.rootdir}; baselines {cfg.path(cfg.baseline_dir)}; reports "
+                         f"{cfg.path(cfg.report_dir)}; history {cfg.path(cfg.history) if cfg.history else 'off'}"
+                         + ("; a missing baseline fails" if cfg.require_baseline else ""))
+        return lines
+
+    def missing_baseline(self, test: str, message: str) -> None:
+        """A drift test found nothing to compare against: remembered for the summary."""
+        self.missing_baselines.append(f"{test}: {message}")
+
     def summary_lines(self) -> list[str]:
         """Lines for the end-of-run summary table (under xdist: the workers' runs, gathered)."""
         from specwatch.summary import note_lines, rows_for, rows_of, summary_lines
@@ -403,10 +427,15 @@ class Session:
             if not self.gathered.measured:
                 return list(self.gathered.notes)
             assert self.gathered.results is not None
-            return summary_lines(rows_for(self.gathered.rows, self.gathered.results), self.gathered.notes)
+            return (summary_lines(rows_for(self.gathered.rows, self.gathered.results), self.gathered.notes)
+                    + self._written_lines())
         if not self.measurements and not self.verdict_rows:
-            return []
-        return summary_lines(rows_of(self), note_lines(self))
+            return self._written_lines()
+        return summary_lines(rows_of(self), note_lines(self)) + self._written_lines()
+
+    def _written_lines(self) -> list[str]:
+        notes = [f"specwatch: {self.project_note}"] if self.project_note else []
+        return notes + [f"specwatch wrote {p}" for p in self.written]
 
     def worker_payload(self) -> str:
         """This xdist worker's run, for the controller (``gather``)."""
@@ -444,9 +473,11 @@ class Session:
                 workeroutput[PAYLOAD_KEY] = self.worker_payload()
             elif self.gathered.measured:
                 assert self.gathered.results is not None
-                persist(self, self.gathered.results, rows_for(self.gathered.rows, self.gathered.results))
+                self.written = persist(self, self.gathered.results,
+                                       rows_for(self.gathered.rows, self.gathered.results),
+                                       self._partial(exitstatus))
             elif self.measurements:
-                persist(self, results_of(self), rows_of(self))
+                self.written = persist(self, results_of(self), rows_of(self), self._partial(exitstatus))
         finally:
             self.close()
         infra = self.infra_failures + self.gathered.infra_failures
@@ -454,6 +485,15 @@ class Session:
         if exitstatus == 1 and infra and not verdict:
             return EXIT_INFRA
         return exitstatus
+
+    def _partial(self, exitstatus: int) -> str:
+        """Why this run's measurements are incomplete ("" when they are not)."""
+        import pytest
+
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "interrupted"
+        infra = self.infra_failures + self.gathered.infra_failures
+        return f"{infra} test(s) could not measure (infrastructure)" if infra else ""
 
     def close(self) -> None:
         """Stop every server this session started."""

@@ -71,15 +71,27 @@ def note_lines(session: Session) -> list[str]:
         if m.client_overhead > CLIENT_OVERHEAD_LIMIT:
             lines.append(f"warning: the client's own parsing took {m.client_overhead:.1%} of a run of {profile} "
                          f"{workload} (limit {CLIENT_OVERHEAD_LIMIT:.0%}): its numbers include client time")
+    if session.missing_baselines:
+        lines.append(f"MISSING BASELINE: {len(session.missing_baselines)} drift test(s) compared against nothing "
+                     f"(record with --update-baselines; --specwatch-require-baseline makes this a failure):")
+        lines += [f"  {m}" for m in session.missing_baselines]
     shared = [k for k, m in session.measurements.items() if m.shared_host]
     if shared:
         lines.append(f"note: {len(shared)} measurement(s) ran while other xdist workers shared this host")
     return lines
 
 
-def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow]) -> list[Path]:
-    """Write the run's files (under pytest-xdist, once, on the controller); returns their paths."""
+def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow], partial: str = "") -> list[Path]:
+    """Write the run's files (under pytest-xdist, once, on the controller); returns their paths.
+
+    History records perf measurements only: a run with no perf test (``-m "not perf"``, whose
+    correctness checks also measure) adds no entry; an interrupted or partly failed run is marked
+    ``partial`` in each result's extra, so change points can leave it out.
+    """
     cfg = session.config
+    if partial:
+        for r in rs.results:
+            r.extra["partial"] = partial
     written: list[Path] = []
     report_dir = cfg.path(cfg.report_dir)
     assert report_dir is not None
@@ -88,7 +100,8 @@ def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow]) -> li
         written.append(rs.save(cfg.path(cfg.results)))
     written.append(report.write_benchmark_json(report_dir / "benchmark.json", rows,
                                                machine_info=rs.machine, commit_info={"id": rs.commit}))
-    if cfg.history:
+    perf_run = session.perf_tests_run > 0 or session.gathered.measured
+    if cfg.history and perf_run:
         from specwatch.history import History
 
         path = cfg.path(cfg.history)

@@ -109,3 +109,20 @@ def test_no_server_survives_the_harness(tmp_path: Path, sig: int) -> None:
     harness.send_signal(sig)
     harness.wait(timeout=30)
     assert _gone(pids, within=10.0), f"server processes survived {signal.Signals(sig).name} of the harness"
+
+
+def test_a_killed_worker_is_noticed_before_the_next_request(tmp_path: Path) -> None:
+    """kill -9 of one worker: the server is dead at once, though its main process still listens."""
+    server = ServerProcess(_spec(tmp_path))
+    server.start()
+    try:
+        server.wait_ready()
+        assert server.why_dead() == ""
+        worker = min(server.tree_pids() - {server.pid})
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while not server.why_dead() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"worker process(es) {worker} died" in server.why_dead() or "exited" in server.why_dead()
+    finally:
+        server.stop()

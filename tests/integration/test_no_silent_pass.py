@@ -1,0 +1,102 @@
+"""A perf gate that silently did not compare is worse than one that fails.
+
+A project of its own in a temporary folder (its pyproject.toml keeps baselines in ``stored/``) runs
+`pytest -m perf` with the profile file OUTSIDE the project, given in the space form
+(``--specwatch-profiles /elsewhere/p.toml``). pytest then takes ``/elsewhere`` as its rootdir and
+does not read the project's ini file; specwatch must still resolve baselines, reports and history
+from the project, say what happened, and never pass a drift test that compared against nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = """
+version = 1
+[defaults]
+engine = "reference"
+model = "ref-tiny"
+device = "cpu"
+tolerance = 0.5
+[[server]]
+name = "plain"
+env = "untuned"
+"""
+PYPROJECT = """
+[tool.pytest.ini_options]
+addopts = "-p no:cacheprovider"
+specwatch_baseline_dir = "stored"
+specwatch_history = "hist/history.sqlite"
+specwatch_machine_class = "ci-cpu"
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("silent")
+    proj, elsewhere = tmp / "proj", tmp / "elsewhere"
+    (proj / "tests").mkdir(parents=True)
+    elsewhere.mkdir()
+    (proj / "pyproject.toml").write_text(PYPROJECT)
+    shutil.copytree(ROOT / "tests" / "perf", proj / "tests" / "perf", ignore=shutil.ignore_patterns("test_gates.py"))
+    (elsewhere / "p.toml").write_text(PROFILE)
+    return proj, elsewhere / "p.toml"
+
+
+def _run(proj: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # no test path: the profile is the only path-like argument (`pytest -m perf --specwatch-profiles /x/p.toml`)
+    cmd = [sys.executable, "-m", "pytest", "-m", "perf", "-q",
+           "--specwatch-profiles", str(profile),  # the space form: pytest's rootdir becomes profile's folder
+           "--specwatch-runs=4", "--specwatch-warmup=1", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=proj, env=env)
+
+
+def test_missing_baseline_is_loud_and_fails_when_required(project: tuple[Path, Path]) -> None:
+    proj, profile = project
+    out = _run(proj, profile, "--specwatch-require-baseline")
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text[-3000:]
+    assert "specwatch uses the project" in text and str(proj) in text  # the rootdir guess, said plainly
+    assert "MISSING BASELINE: 2 drift test(s) compared against nothing" in text
+    assert "--specwatch-require-baseline" in text
+    # nothing was written next to the profile file, where pytest's rootdir went
+    assert sorted(p.name for p in profile.parent.iterdir()) == ["p.toml"]
+
+
+def test_baselines_reports_and_history_go_to_the_project(project: tuple[Path, Path]) -> None:
+    proj, profile = project
+    out = _run(proj, profile, "--update-baselines")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert (proj / "stored" / "ci-cpu" / "plain.json").is_file()
+    assert (proj / "reports" / "results-latest.json").is_file()
+    assert f"specwatch wrote {proj / 'reports' / 'results-latest.json'}" in out.stdout
+    out = _run(proj, profile)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert "2 passed, 1 skipped" in text, text[-3000:]  # the drift tests compared (the floor is unset)
+    assert "MISSING BASELINE" not in text
+    with sqlite3.connect(proj / "hist" / "history.sqlite") as db:
+        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    assert runs == 3  # every perf run, the failing one included, and nothing else
+    assert sorted(p.name for p in profile.parent.iterdir()) == ["p.toml"]
+
+
+def test_a_run_without_perf_tests_adds_no_history(project: tuple[Path, Path], tmp_path: Path) -> None:
+    proj, _ = project
+    (proj / "tests" / "test_plain.py").write_text("def test_nothing_measured():\n    assert 1 + 1 == 2\n")
+    hist = tmp_path / "h.sqlite"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-m", "not perf", "tests/test_plain.py", "-q",
+                          f"--specwatch-history={hist}"], capture_output=True, text=True, timeout=120, cwd=proj,
+                         env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not hist.exists()
