@@ -5,10 +5,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import refharness
 from refharness import ACCEPT, DECODE, PREFILL, Server, boot, decode_lines, metric_sum, parse_metrics
 
 NUM_STEPS = 2
@@ -410,3 +414,22 @@ def test_latency_histograms_count_each_request_and_agree_with_the_client(srv: Se
     assert buckets[-1][0] == float("inf")
     assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
     assert buckets[-1][1] == metric_sum(after, "sglang:e2e_request_latency_seconds_count", is_streaming="false")
+
+
+def test_a_crashing_scheduler_logs_its_traceback(tmp_path: Path) -> None:
+    """A worker that dies says why in the server log (SGLang's "Scheduler hit an exception: ...")
+    before the main process reports the exit. Forced here with --device cuda and no GPU visible."""
+    log = tmp_path / "crash.log"
+    cmd = [sys.executable, "-m", "specwatch.refserver", "--model-path", "ref-tiny", "--device", "cuda",
+           "--port", str(refharness.free_port())]
+    env = refharness.server_env({"CUDA_VISIBLE_DEVICES": ""})
+    with open(log, "wb") as out:
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=120, check=False).returncode
+    text = log.read_text(errors="replace")
+    assert rc == 1, text[-3000:]
+    crash = text.index("Scheduler hit an exception: Traceback (most recent call last):")
+    tb = text[crash:]
+    assert 'File "' in tb and "in _init_device" in tb, tb[:3000]
+    failed = re.search(r"worker TP0 failed during startup: (\w+)", text)
+    assert failed and failed.start() > crash, text[-3000:]
+    assert failed.group(1) in tb  # the exception the traceback ends with

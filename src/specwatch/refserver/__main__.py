@@ -99,8 +99,10 @@ class Launcher:
                 continue
             if msg[0] == "ready":
                 infos[msg[1]] = msg[2]
-            elif msg[0] == "fatal":
-                raise RuntimeError(f"worker TP{msg[1]} failed during startup:\n{msg[2]}")
+            elif msg[0] == "fatal":  # the worker logged its traceback itself
+                from specwatch.refserver.dispatch import last_line
+
+                raise RuntimeError(f"worker TP{msg[1]} failed during startup: {last_line(msg[2])}")
         return infos[0]
 
     def stop_workers(self) -> None:

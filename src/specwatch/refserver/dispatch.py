@@ -17,6 +17,12 @@ from specwatch.refserver.state import RequestState
 logger = logging.getLogger("specwatch.refserver.dispatch")
 
 
+def last_line(text: str) -> str:
+    """The last non-empty line of a traceback: the exception itself."""
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "unknown error"
+
+
 class QueueFull(Exception):
     """More requests than the server admits (running + bounded waiting queue)."""
 
@@ -87,7 +93,8 @@ class Dispatcher:
                     fut.set_result(bool(msg[1]))
         elif kind == "fatal":
             self.fatal = f"worker TP{msg[1]} failed:\n{msg[2]}"
-            logger.error(self.fatal)
+            # The worker logged its whole traceback already; name the exception once more here.
+            logger.error("Scheduler TP%s failed: %s", msg[1], last_line(msg[2]))
             for st in list(self.reqs.values()):
                 st.error = (500, "the scheduler process failed")
                 st.event.set()

@@ -13,6 +13,7 @@ rolled back with it.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from specwatch.refserver.model import RefModel
 from specwatch.refserver.preset import get_preset
 from specwatch.refserver.step import StepOutput
 from specwatch.refserver.tokenizer import EOS_ID
+from specwatch.refserver.validate import MAX_TEMPERATURE, MIN_TEMPERATURE
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CPU_SINGLE_THREAD_MAX_WIDTH = 256  # on CPU, models this narrow run their ops on one thread
@@ -204,8 +206,12 @@ class Engine:
                              f"{self.context_len} (at most {self.context_len - self.num_steps - 1} tokens)")
         if any(not 0 <= t < self.vocab_size for t in req.input_ids):
             raise ValueError(f"request {req.rid}: token id out of range [0, {self.vocab_size})")
-        if req.temperature < 0:
-            raise ValueError(f"request {req.rid}: temperature must be >= 0")
+        t = req.temperature
+        if not (math.isfinite(t) and (t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE)):
+            raise ValueError(f"request {req.rid}: temperature must be 0 or in [{MIN_TEMPERATURE:g}, "
+                             f"{MAX_TEMPERATURE:g}], got {t!r}")
+        if not all(isinstance(i, int) and i >= 0 for i in req.stop_token_ids):
+            raise ValueError(f"request {req.rid}: stop_token_ids must be non-negative integers")
         if req.top_logprobs_num > self.vocab_size:
             raise ValueError(f"request {req.rid}: top_logprobs_num must be at most the vocabulary size "
                              f"{self.vocab_size}, got {req.top_logprobs_num}")

@@ -5,14 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 import uuid
 from typing import Any
 
 from aiohttp import web
 
+from specwatch.refserver import validate
 from specwatch.refserver.dispatch import Dispatcher, QueueFull
 from specwatch.refserver.state import RequestState
+from specwatch.refserver.validate import GENERATE_KEYS, SAMPLING_KEYS, BadRequest
+
+__all__ = ["GENERATE_KEYS", "SAMPLING_KEYS", "BadRequest", "Frontend", "error_json"]
 
 logger = logging.getLogger("specwatch.refserver.http")
 #: How often a non-streamed request checks that its client is still there. aiohttp does not cancel a
@@ -21,24 +26,7 @@ DISCONNECT_POLL_S = 1.0
 
 VERSION = "0.5.23"
 HEALTH_TIMEOUT_S = 20.0
-# SGLang's SamplingParams fields (sampling_params.py); the ones the reference honours are marked.
-SAMPLING_KEYS = {
-    "max_new_tokens", "temperature", "ignore_eos", "stop", "stop_token_ids",  # honoured
-    "min_new_tokens", "top_p", "top_k", "min_p", "stop_regex", "frequency_penalty", "presence_penalty",
-    "repetition_penalty", "n", "json_schema", "regex", "ebnf", "structural_tag", "skip_special_tokens",
-    "no_stop_trim", "stream_interval", "logit_bias", "sampling_seed", "custom_params",
-    "spaces_between_special_tokens",
-}
-GENERATE_KEYS = {
-    "text", "input_ids", "sampling_params", "stream", "rid", "return_logprob", "logprob_start_len",
-    "top_logprobs_num", "return_text_in_logprobs", "log_metrics", "lora_path", "priority", "custom_labels",
-    "return_hidden_states", "return_prompt_token_ids", "modalities", "bootstrap_host", "bootstrap_port",
-    "bootstrap_room", "data_parallel_rank", "session_params", "image_data", "audio_data", "video_data",
-}
-
-
-class BadRequest(Exception):
-    """A request the server refuses with HTTP 400 and a message."""
+MAX_FLUSH_TIMEOUT_S = 3600.0
 
 
 def error_json(message: str, status: int = 400) -> web.Response:
@@ -47,6 +35,12 @@ def error_json(message: str, status: int = 400) -> web.Response:
             503: "Service Unavailable"}.get(status, "Error")
     body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
     return web.json_response(body, status=status)
+
+
+def _cancel_quietly(fut: asyncio.Future[Any]) -> None:
+    """Cancel ``fut`` and retrieve its outcome, so asyncio does not log "exception was never retrieved"."""
+    fut.cancel()
+    fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 class Frontend:
@@ -90,97 +84,16 @@ class Frontend:
         return {"speculative": self.d.speculative, "num_draft_tokens": self.d.num_draft_tokens}
 
     async def _json(self, request: web.Request) -> Any:
-        raw = await request.read()
+        """The checked JSON body (see ``validate.parse_json``); BadRequest when it is not one."""
         try:
-            return json.loads(raw or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            pos = getattr(exc, "pos", 0)
-            raise BadRequest(
-                f"1 validation error:\n  {{'type': 'json_invalid', 'loc': ('body', {pos}), 'msg': 'JSON decode "
-                f"error', 'input': {{}}, 'ctx': {{'error': {str(exc)!r}}}}}\n\n  {request.method} {request.path}"
-            ) from exc
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise BadRequest(f"The request body is too large: {exc.text}") from exc
+        return validate.parse_json(raw, request.method, request.path)
 
-    def _prompts(self, body: dict[str, Any]) -> tuple[list[list[int]], bool]:
-        """Token ids of each prompt and whether the input was a batch."""
-        text, ids = body.get("text"), body.get("input_ids")
-        if (text is None) == (ids is None):
-            raise BadRequest("Either text or input_ids should be provided (exactly one of them).")
-        if text is not None:
-            if isinstance(text, str):
-                return [self.tok.encode(text)], False
-            if isinstance(text, list) and text and all(isinstance(t, str) for t in text):
-                return [self.tok.encode(t) for t in text], True
-            raise BadRequest("text must be a string or a non-empty list of strings")
-        if isinstance(ids, list) and ids and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            batch, single = [ids], False
-        elif isinstance(ids, list) and ids and all(isinstance(x, list) and x for x in ids):
-            batch, single = ids, True
-        else:
-            raise BadRequest("input_ids must be a non-empty list of ints or a list of such lists")
-        vocab = int(self.info.get("vocab_size", 1 << 30))
-        for seq in batch:
-            for i in seq:
-                if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < vocab:
-                    raise BadRequest(f"input_ids must be ints in [0, {vocab}); got {i!r}")
-        return [list(x) for x in batch], single
-
-    def _sampling(self, sp: Any) -> dict[str, Any]:
-        if sp is None:
-            sp = {}
-        if not isinstance(sp, dict):
-            raise BadRequest("sampling_params must be an object")
-        unknown = sorted(set(sp) - SAMPLING_KEYS)
-        if unknown:
-            raise BadRequest(f"Unknown sampling parameter(s): {', '.join(unknown)}")
-        mnt = sp.get("max_new_tokens", 128)
-        if not isinstance(mnt, int) or isinstance(mnt, bool) or mnt <= 0:
-            raise BadRequest(f"max_new_tokens must be a positive integer, got {mnt!r}")
-        temp = sp.get("temperature", 1.0)
-        if not isinstance(temp, (int, float)) or isinstance(temp, bool) or temp < 0:
-            raise BadRequest(f"temperature must be a non-negative number, got {temp!r}")
-        stop = sp.get("stop") or ()
-        if isinstance(stop, str):
-            stop = (stop,)
-        if not all(isinstance(s, str) and s for s in stop):
-            raise BadRequest("stop must be a string or a list of non-empty strings")
-        sti = sp.get("stop_token_ids") or ()
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in sti):
-            raise BadRequest("stop_token_ids must be a list of ints")
-        ignore_eos = sp.get("ignore_eos", False)
-        if not isinstance(ignore_eos, bool):
-            raise BadRequest("ignore_eos must be a boolean")
-        return {"max_new_tokens": mnt, "temperature": float(temp), "stop": tuple(stop),
-                "stop_token_ids": tuple(sti), "ignore_eos": ignore_eos}
-
-    @staticmethod
-    def _logprob_opts(body: dict[str, Any]) -> dict[str, Any]:
-        """SGLang's logprob request fields (the same for every prompt of a batch)."""
-        opts: dict[str, Any] = {}
-        for key in ("return_logprob", "return_text_in_logprobs", "return_prompt_token_ids"):
-            v = body.get(key)
-            if v is not None and not isinstance(v, bool):
-                raise BadRequest(f"{key} must be a boolean, got {v!r}")
-            opts[key] = bool(v)
-        top = body.get("top_logprobs_num")
-        top = 0 if top is None else top
-        if not isinstance(top, int) or isinstance(top, bool) or top < 0:
-            raise BadRequest(f"top_logprobs_num must be a non-negative integer, got {top!r}")
-        opts["top_logprobs_num"] = top
-        start = body.get("logprob_start_len")
-        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
-            raise BadRequest(f"logprob_start_len must be an integer, got {start!r}")
-        return opts  # logprob_start_len is accepted, but the reference returns no input logprobs
-
-    def _check_len(self, ids: list[int], max_new_tokens: int) -> None:
-        if len(ids) >= self.context_len:
-            raise BadRequest(f"The input ({len(ids)} tokens) is longer than the model's context length "
-                             f"({self.context_len} tokens).")
-        if len(ids) + max_new_tokens > self.context_len:
-            raise BadRequest(f"Requested token count exceeds the model's maximum context length of "
-                             f"{self.context_len} tokens. You requested a total of {len(ids) + max_new_tokens} "
-                             f"tokens: {len(ids)} tokens from the input messages and {max_new_tokens} tokens "
-                             "for the completion. Please reduce the number of tokens in the input messages or "
-                             "the completion to fit within the limit.")
+    @property
+    def _vocab_size(self) -> int:
+        return int(self.info.get("vocab_size", validate.MAX_TOKEN_ID))
 
     def _new_state(self, ids: list[int], sp: dict[str, Any], *, rid: str | None, stream: bool,
                    log_metrics: bool, logprob: dict[str, Any] | None = None) -> RequestState:
@@ -201,7 +114,7 @@ class Frontend:
                 await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_S)
                 transport = request.transport
                 if not waiting.done() and (transport is None or transport.is_closing()):
-                    waiting.cancel()
+                    _cancel_quietly(waiting)
                     for st in states:
                         logger.info("Request is disconnected from the client side. Abort request rid=%s", st.rid)
                         self.d.abort(st.rid)
@@ -209,7 +122,7 @@ class Frontend:
             waiting.result()
             return True
         except asyncio.CancelledError:
-            waiting.cancel()
+            _cancel_quietly(waiting)
             for st in states:
                 self.d.abort(st.rid)
             raise
@@ -234,32 +147,14 @@ class Frontend:
         if (resp := self._unavailable()) is not None:
             return resp
         try:
-            body = await self._json(request)
-            if not isinstance(body, dict):
-                raise BadRequest("The request body must be a JSON object")
-            unknown = sorted(set(body) - GENERATE_KEYS)
-            if unknown:
-                raise BadRequest(f"Unknown field(s) in the request: {', '.join(unknown)}")
-            prompts, is_batch = self._prompts(body)
-            sp = self._sampling(body.get("sampling_params"))
-            logprob = self._logprob_opts(body)
-            for ids in prompts:
-                self._check_len(ids, sp["max_new_tokens"])
-            stream = bool(body.get("stream", False))
-            if stream and is_batch:
-                raise BadRequest("stream is supported for a single prompt only")
-            log_metrics = bool(body.get("log_metrics", True))
-            rid = body.get("rid")
-            if rid is not None and not isinstance(rid, (str, list)):
-                raise BadRequest("rid must be a string")
-            rids = rid if isinstance(rid, list) else [rid] * len(prompts)
-            if len(rids) != len(prompts) or (len(prompts) > 1 and rid is not None and not isinstance(rid, list)):
-                raise BadRequest("rid must be a list with one id per prompt for a batch")
+            req = validate.generate_request(await self._json(request), encode=self.tok.encode,
+                                            vocab_size=self._vocab_size, context_len=self.context_len,
+                                            max_batch=self.d.limit)
             states: list[RequestState] = []
             try:
-                for ids, r in zip(prompts, rids, strict=False):
-                    states.append(self._new_state(ids, sp, rid=r, stream=stream, log_metrics=log_metrics,
-                                                  logprob=logprob))
+                for ids, sp, rid in zip(req.prompts, req.sampling, req.rids, strict=True):
+                    states.append(self._new_state(ids, sp, rid=rid, stream=req.stream, log_metrics=req.log_metrics,
+                                                  logprob=req.logprob))
             except (QueueFull, BadRequest):
                 for st in states:
                     self.d.abort(st.rid)
@@ -268,6 +163,7 @@ class Frontend:
             return error_json(str(exc), 400)
         except QueueFull as exc:
             return error_json(str(exc), 503)
+        stream, is_batch = req.stream, req.is_batch
         if stream:
             return await self._stream(request, states[0])
         if not await self._wait_connected(request, states):
@@ -395,6 +291,8 @@ class Frontend:
             timeout = float(request.query.get("timeout", "0"))
         except ValueError:
             return web.Response(status=400, text="timeout must be a number\n")
+        if not (math.isfinite(timeout) and 0 <= timeout <= MAX_FLUSH_TIMEOUT_S):
+            return web.Response(status=400, text=f"timeout must be in [0, {MAX_FLUSH_TIMEOUT_S:g}] seconds\n")
         deadline = time.monotonic() + timeout
         while not self.d.idle and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -414,7 +312,10 @@ class Frontend:
 
         Lets a validation run measure several slowdowns in one boot (docs/validation/).
         """
-        body = await self._json(request)
+        try:
+            body = await self._json(request)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
         pct = body.get("slowdown_pct") if isinstance(body, dict) else None
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 <= pct <= 10000:
             return web.json_response({"error": f"slowdown_pct must be a number in [0, 10000], got {pct!r}"},
@@ -434,26 +335,10 @@ class Frontend:
         if (resp := self._unavailable()) is not None:
             return resp
         try:
-            body = await self._json(request)
-            if not isinstance(body, dict):
-                raise BadRequest("The request body must be a JSON object")
-            if body.get("stream"):
-                raise BadRequest("stream=true is not supported on /v1/completions by the reference server")
-            prompt = body.get("prompt")
-            if isinstance(prompt, str):
-                ids = self.tok.encode(prompt)
-            elif isinstance(prompt, list) and prompt and all(isinstance(i, int) for i in prompt):
-                ids = list(prompt)
-            else:
-                raise BadRequest("prompt must be a string or a list of token ids")
-            sp_in = {"max_new_tokens": body.get("max_tokens", 16), "temperature": body.get("temperature", 1.0)}
-            if body.get("stop") is not None:
-                sp_in["stop"] = body["stop"]
-            if body.get("ignore_eos") is not None:
-                sp_in["ignore_eos"] = body["ignore_eos"]
-            sp = self._sampling(sp_in)
-            self._check_len(ids, sp["max_new_tokens"])
-            st = self._new_state(ids, sp, rid=None, stream=False, log_metrics=True)
+            req = validate.completion_request(await self._json(request), encode=self.tok.encode,
+                                              vocab_size=self._vocab_size, context_len=self.context_len)
+            ids = req.ids
+            st = self._new_state(ids, req.sampling, rid=None, stream=False, log_metrics=True)
         except BadRequest as exc:
             return error_json(str(exc), 400)
         except QueueFull as exc:
@@ -471,7 +356,7 @@ class Frontend:
             "usage": {"prompt_tokens": len(ids), "completion_tokens": len(st.output_ids),
                       "total_tokens": len(ids) + len(st.output_ids), "prompt_tokens_details": None,
                       "reasoning_tokens": 0}}
-        if body.get("return_spec_tokens_details") and self.d.speculative:
+        if req.spec_details and self.d.speculative:
             meta = st.meta_info(final=True, **self._spec_kw())
             out["sglext"] = {"spec_tokens_details": {k: v for k, v in meta.items() if k.startswith("spec_")}}
         return web.json_response(out)

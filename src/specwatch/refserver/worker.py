@@ -8,11 +8,13 @@ the engine) happen after ``setproctitle`` so the title is set as early as possib
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import queue
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from typing import Any
 
 PR_SET_PDEATHSIG = 1
 IDLE_WAIT_S = 0.05
+CRASH_REPORT_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -74,11 +77,36 @@ def run(cfg: WorkerConfig, cmd_q: Any, out_q: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process coordinates Ctrl-C
     try:
         _Worker(cfg, cmd_q, out_q).main()
-    except Exception:
-        out_q.put(("fatal", cfg.tp_rank, traceback.format_exc()))
-        sys.stderr.flush()
+    except Exception:  # whatever ends the loop: say why before exiting
+        _report_crash(cfg, out_q, traceback.format_exc())
         os._exit(1)
     os._exit(0)
+
+
+def _report_crash(cfg: WorkerConfig, out_q: Any, tb: str) -> None:
+    """Log the traceback to the server log (SGLang's "Scheduler hit an exception: ..."), then hand it
+    to the main process and wait until it is in the pipe: ``os._exit`` would drop a queued message."""
+    import logging
+
+    try:
+        if not logging.getLogger().handlers:  # died before _init_logging
+            from specwatch.refserver import logfmt
+
+            logfmt.configure_logging(cfg.log_level, logfmt.rank_prefix(cfg.tp_rank, cfg.tp_size))
+        logging.getLogger("specwatch.refserver.scheduler").error("Scheduler hit an exception: %s", tb)
+    except Exception:  # logging itself failed: write the traceback as it is
+        sys.stderr.write(f"Scheduler hit an exception: {tb}\n")
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    def deliver() -> None:
+        with contextlib.suppress(Exception):
+            out_q.put(("fatal", cfg.tp_rank, tb))
+            out_q.close()
+            out_q.join_thread()
+
+    sender = threading.Thread(target=deliver, daemon=True)  # bounded: never hang on a full pipe
+    sender.start()
+    sender.join(CRASH_REPORT_TIMEOUT_S)
 
 
 def _gb(nbytes: float) -> float:
@@ -273,7 +301,7 @@ class _Worker:
                     try:
                         engine.add_request(RequestSpec(**spec))
                         occ.add(spec["rid"])
-                    except ValueError as exc:
+                    except (ValueError, TypeError) as exc:  # refused: that request fails, the server serves on
                         if self.rank == 0:
                             self.out_q.put(("add_error", spec["rid"], str(exc)))
                 elif op == "abort":
