@@ -104,17 +104,20 @@ def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, boo
 
 
 def decide(rounds: stats.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:
-    """(verdict, reason) of paired rounds: regression when significant (p < alpha) and worse than the
-    tolerance; no regression when the CI rules out a slowdown beyond the tolerance; else unsure."""
+    """(verdict, reason) of paired rounds: regression when head is significantly slower (one-sided
+    p < alpha) and worse than the tolerance; no regression when the one-sided 1 - alpha bound rules
+    out a slowdown beyond the tolerance; else unsure."""
     # oriented so that > 1 is better
     ratio, low = (rounds.ratio, rounds.low) if higher_is_better else (1 / rounds.ratio, 1 / rounds.high)
     change = f"{(ratio - 1) * 100:+.1f}%"
-    if rounds.p < alpha and ratio < 1 - tolerance:
-        return BAD, f"{change} is worse than the {tolerance:.1%} tolerance (p={rounds.p:.2g})"
+    # the question is directional (is head slower?): one-sided p, in the worse direction only
+    p_worse = rounds.p / 2 if ratio < 1 else 1 - rounds.p / 2
+    if p_worse < alpha and ratio < 1 - tolerance:
+        return BAD, f"{change} is worse than the {tolerance:.1%} tolerance (one-sided p={p_worse:.2g})"
     if low > 1 - tolerance:
         return GOOD, f"{change}; the CI rules out a slowdown beyond {tolerance:.1%}"
-    return UNSURE, (f"{change}: the rounds disagree by {rounds.spread:.1%}, so a slowdown beyond {tolerance:.1%} "
-                    f"can be neither shown nor ruled out")
+    return UNSURE, (f"{change}: {rounds.rounds} rounds that disagree by {rounds.spread:.1%} can neither show nor "
+                    f"rule out a slowdown beyond {tolerance:.1%}")
 
 
 def judge(
@@ -247,8 +250,8 @@ def report(outcome: ABOutcome, out: TextIO) -> int:
               file=out)
         return EXIT_REGRESSION
     if verdict == UNSURE:
-        print(f"{PREFIX} UNSURE: the rounds disagree by more than the tolerance; nothing is called a regression "
-              f"(run more --rounds on a quieter machine)", file=out)
+        print(f"{PREFIX} UNSURE: too few rounds for their spread to settle the tolerance; nothing is called a "
+              f"regression (run more --rounds, or a larger --tolerance, or a quieter machine)", file=out)
         return EXIT_INFRA
     print(f"{PREFIX} no regression", file=out)
     return EXIT_OK
@@ -325,6 +328,8 @@ class AB:
         try:
             if not 0 < args.tolerance < 1 or not 0 < args.alpha < 1:
                 raise UsageError("--tolerance and --alpha must be fractions in (0, 1)")
+            if args.rounds < 2:
+                raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change)")
             if args.max_rounds is not None and args.max_rounds < args.rounds:
                 raise UsageError("--max-rounds must be at least --rounds")
             common: dict[str, Any] = dict(

@@ -1,6 +1,6 @@
 """Find the change that made the server under test slower.
 
-Two searches share one measurement step:
+Two searches share one step:
 
 * ``specwatch bisect --repo PATH --good REV --bad REV -- PYTEST-ARGS`` drives ``git bisect run``
   over the commits of the server's source tree;
@@ -8,24 +8,38 @@ Two searches share one measurement step:
   length k of a prefix of an ordered patch list, applied cumulatively onto ``base`` in a temporary
   ``git worktree``.
 
-One measurement = run the setup command in the checkout (for example ``pip install -e .``), then
-``python -m pytest PYTEST-ARGS --specwatch-results FILE --specwatch-reference GOOD_RESULTS``. The
-good revision (or the bare base) is measured first, in the same session, and its results file is
-the reference of every later step, so every verdict compares two revisions measured on the same
-machine in the same session. Verdicts, as ``git bisect run`` wants them:
+One measurement = run the setup command in a checkout (for example ``pip install -e .``), then
+``python -m pytest PYTEST-ARGS --specwatch-results FILE``; ``{checkout}`` in PYTEST-ARGS and in the
+setup command stands for the checkout being measured.
 
-* pytest exit 0 with a results file: good (0);
-* pytest exit 1 with a results file (a failed gate): bad (1), unless the only problems were
-  *errors* (a fixture that could not set up, such as a server that did not boot): skip;
-* setup failure, timeout, pytest exit 2-5 or a missing/empty results file: skip (125), never bad.
+One step is an A/B of the revision under test against the good revision (the bare base, for
+patches), as ``specwatch ab`` does it: both are measured in alternating rounds (step then good,
+good then step, ...; each a fresh pytest run, so a fresh boot of the server), so the good side is
+re-measured inside every step and a machine that drifts during the bisection drifts on both sides.
+(A single measurement of the good revision at the start, the old scheme, blamed the wrong commit on
+a noisy machine: every later step read 20-37 % slower than it.) The good side is measured in a
+detached worktree of the good commit made once per bisection, while ``git bisect run`` checks the
+step's commit out in the repository itself; for patches both sides are worktrees. The rounds are
+judged by :func:`specwatch.ab.judge` on the keys of ``--metric`` (default: the drift gates'
+throughputs) at ``--tolerance`` (default 0.05, the drift gate's), and the step's verdict, as
+``git bisect run`` wants it, is:
 
-Each measurement is memoised in the memo directory (by default ``<git-dir>/specwatch/bisect``,
-which never dirties the work tree): results file, verdict and log per commit (or per patch
-prefix), in a sub-directory named by a fingerprint of the settings (pytest arguments, setup
-command, interpreter, reference revision), so rerunning the same bisection measures nothing again.
+* a regression beyond the tolerance: bad (1);
+* a slowdown beyond the tolerance ruled out: good (0);
+* unsure after ``--rounds`` rounds (default 2) and the extra rounds up to ``--max-rounds``
+  (default 4): skip (125), never bad; the progress line says the noise exceeded the tolerance;
+* setup failure, timeout, a pytest run without a results file (exit 2-5, or only errors such as a
+  server that did not boot): skip (125), never bad. The pytest exit code is not the verdict.
+
+Each round's measurement is stored in the memo directory (by default ``<git-dir>/specwatch/bisect``,
+which never dirties the work tree) as ``<revision>-<side>-r<round>`` (results file, entry and log),
+and each step's verdict under the revision (the commit, or ``prefix-<k>-<hash>``), in a
+sub-directory named by a fingerprint of the settings (pytest arguments, setup command, interpreter,
+good revision, rounds, tolerance, metrics), so rerunning the same bisection measures nothing again.
+The rounds' pytest runs record into a history file of the memo, not the user's history.
 
 ``git bisect run`` needs an executable; it runs ``python -m specwatch.bisect step --config FILE``,
-which reads its settings from a JSON file in the memo directory.
+which reads its settings (and the good worktree's path) from a JSON file in the memo directory.
 """
 
 from __future__ import annotations
@@ -47,11 +61,12 @@ import traceback
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from specwatch import ab
 from specwatch.errors import (
     EXIT_INFRA,
     EXIT_OK,
@@ -66,8 +81,11 @@ GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT_CODES = {GOOD: 0, BAD: 1, SKIP: 125}  # what `git bisect run` understands
 ABORT_CODE = 255  # any code above 127 makes `git bisect run` stop
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
-MEMO_VERSION = 1
+MEMO_VERSION = 2  # 2: a step's verdict is an A/B against the good revision in alternating rounds
 PREFIX = "[bisect]"
+DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS = 2, 4
+DEFAULT_TOLERANCE = 0.05  # the drift gate's default
+DEFAULT_ALPHA = 0.01
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,6 +130,8 @@ class Measurement:
     seconds: float
     measured: str  # ISO date
     session: str  # id of the bisection run that measured it
+    # a step's verdict entry: {"kind": "step", "rounds": n, "keys": [...], ...}; {} for one measurement
+    detail: dict[str, Any] = field(default_factory=dict)
     cached: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -124,6 +144,55 @@ class Measurement:
     def from_json(cls, data: Mapping[str, Any]) -> Measurement:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "cached"}
         return cls(**known, cached=True)
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """How a step's A/B is run and judged; identical for every step of one bisection."""
+
+    rounds: int = DEFAULT_ROUNDS
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    tolerance: float = DEFAULT_TOLERANCE
+    metrics: tuple[str, ...] = ab.DEFAULT_METRICS
+    alpha: float = DEFAULT_ALPHA
+
+    @classmethod
+    def make(
+        cls,
+        rounds: int = DEFAULT_ROUNDS,
+        max_rounds: int | None = None,
+        tolerance: float = DEFAULT_TOLERANCE,
+        metrics: Sequence[str] | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> StepSettings:
+        """Validated settings (UsageError otherwise); ``max_rounds`` defaults to max(4, rounds)."""
+        if rounds < 2:
+            raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change)")
+        if max_rounds is None:
+            max_rounds = max(DEFAULT_MAX_ROUNDS, rounds)
+        if max_rounds < rounds:
+            raise UsageError("--max-rounds must be at least --rounds")
+        if not 0 < tolerance < 1 or not 0 < alpha < 1:
+            raise UsageError("--tolerance and --alpha must be fractions in (0, 1)")
+        chosen = tuple(dict.fromkeys(metrics or ab.DEFAULT_METRICS))
+        return cls(int(rounds), int(max_rounds), float(tolerance), chosen, float(alpha))
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["metrics"] = list(self.metrics)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepSettings:
+        return cls(**{**data, "metrics": tuple(data["metrics"])})
+
+    def anchor(self) -> str:
+        """What the fingerprint of the memo directory takes from these settings."""
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    def describe(self) -> str:
+        return (f"{self.rounds} alternating rounds (up to {self.max_rounds} while unsure), tolerance "
+                f"{self.tolerance:.1%}, metrics {', '.join(self.metrics)}")
 
 
 def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors: int = 0) -> tuple[str, str]:
@@ -188,7 +257,7 @@ class Memo:
 
 @dataclass(frozen=True)
 class Series:
-    """One results entry reduced to what the progress lines need."""
+    """One results entry reduced to its median (a results file without any holds no measurement)."""
 
     key: str
     median: float
@@ -222,22 +291,6 @@ def read_series(path: str | Path | None) -> dict[str, Series]:
     return out
 
 
-def compare_series(new: Mapping[str, Series], ref: Mapping[str, Series]) -> list[tuple[Series, Series, float]]:
-    """(new, ref, ratio new/ref) for shared keys, the most worsened first."""
-    rows = []
-    for key, s in new.items():
-        r = ref.get(key)
-        if r is None or r.median == 0:
-            continue
-        rows.append((s, r, s.median / r.median))
-
-    def worse_first(row: tuple[Series, Series, float]) -> float:
-        s, _, ratio = row
-        return ratio if s.higher_is_better else -ratio
-
-    return sorted(rows, key=worse_first)
-
-
 def _fmt(x: float) -> str:
     ax = abs(x)
     if ax >= 100:
@@ -245,15 +298,6 @@ def _fmt(x: float) -> str:
     if ax >= 1:
         return f"{x:.2f}"
     return f"{x:.4g}"
-
-
-def key_numbers(results: str | None, reference: str | None, limit: int = 2) -> str:
-    """'key 82.0 vs 89.0 tok/s (-7.9%)' for the most worsened keys."""
-    rows = compare_series(read_series(results), read_series(reference))
-    parts = []
-    for s, r, ratio in rows[:limit]:
-        parts.append(f"{s.key} {_fmt(s.median)} vs {_fmt(r.median)} {s.unit} ({(ratio - 1) * 100:+.1f}%)")
-    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,7 +377,8 @@ def measure(
     start = time.monotonic()
     results = memo.results_path(ident)
     results.unlink(missing_ok=True)
-    env = dict(os.environ)
+    # one measurement of many: the user's step summary gets the verdict, not a table per round
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     env.update({"SPECWATCH_COMMIT": commit, "SPECWATCH_BISECT_CHECKOUT": str(checkout)})
     with tempfile.TemporaryDirectory(prefix="specwatch-step-") as tmp, memo.log_path(ident).open("w") as log:
         tmp_results, junit = Path(tmp) / "results.json", Path(tmp) / "junit.xml"
@@ -374,14 +419,174 @@ def measure(
     return entry
 
 
-def progress_line(m: Measurement, reference: str | None) -> str:
+def _short(ident: str) -> str:
+    return ident[:10] if re.fullmatch(r"[0-9a-f]{40}", ident) else ident
+
+
+def _sorted_keys(detail: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The A/B keys of a step's verdict entry, the most worsened first."""
+    def worse_first(k: Mapping[str, Any]) -> float:
+        return k["ratio"] if k["higher_is_better"] else 1 / k["ratio"]
+
+    return sorted(detail.get("keys") or [], key=worse_first)
+
+
+def key_numbers(m: Measurement, limit: int = 2) -> str:
+    """'key 82.0 vs 89.0 tok/s (-7.9%, 2 rounds)' for the most worsened keys of a step's A/B."""
+    parts = []
+    for k in _sorted_keys(m.detail)[:limit]:
+        parts.append(f"{k['key']} {_fmt(k['step_median'])} vs {_fmt(k['good_median'])} {k['unit']} "
+                     f"({(k['ratio'] - 1) * 100:+.1f}%)")
+    rounds = m.detail.get("rounds")
+    return "; ".join(parts) + (f" over {rounds} rounds" if parts and rounds else "")
+
+
+def progress_line(m: Measurement) -> str:
     """One line per step: rev, subject, verdict, key numbers, where the verdict came from."""
-    ident = m.ident[:10] if re.fullmatch(r"[0-9a-f]{40}", m.ident) else m.ident
     label = m.label if len(m.label) <= 48 else m.label[:45] + "..."
-    numbers = key_numbers(m.results, reference) if reference else ""
+    numbers = key_numbers(m)
     detail = numbers if m.verdict != SKIP else m.reason
     source = "memo" if m.cached else f"{m.seconds:.1f} s"
-    return f"{PREFIX} {ident} {label!r:<50} {m.verdict.upper():<4}  {detail}  ({source})"
+    return f"{PREFIX} {_short(m.ident)} {label!r:<50} {m.verdict.upper():<4}  {detail}  ({source})"
+
+
+# --------------------------------------------------------------------------------------------
+# one step: an A/B against the good revision in alternating rounds
+
+
+def _side_config(cfg: MeasureConfig, side: ab.Side, history: Path) -> MeasureConfig:
+    """The measurement settings of one side: ``{checkout}`` replaced, its own history file."""
+    return replace(
+        cfg,
+        pytest_args=(*ab._substitute(cfg.pytest_args, side.checkout), *side.extra_args,
+                     f"--specwatch-history={history}"),
+        setup=cfg.setup.replace("{checkout}", str(side.checkout)) if cfg.setup else None,
+    )
+
+
+def _key_detail(k: ab.KeyVerdict) -> dict[str, Any]:
+    return {
+        "key": k.key, "unit": k.unit, "higher_is_better": k.higher_is_better, "good_median": k.base_median,
+        "step_median": k.head_median, "ratio": k.rounds.ratio, "low": k.rounds.low, "high": k.rounds.high,
+        "p": k.rounds.p, "spread": k.rounds.spread, "round_ratios": k.round_ratios, "verdict": k.verdict,
+        "message": k.message,
+    }
+
+
+def _step_verdict(keys: Sequence[ab.KeyVerdict], rounds: int, settings: StepSettings) -> tuple[str, str]:
+    """(bisect verdict, reason) of a step's judged keys: regression bad, no regression good, unsure skip."""
+    overall = ab.ABOutcome(list(keys), rounds).verdict
+    if overall == ab.BAD:
+        bad = [k for k in keys if k.verdict == ab.BAD]
+        return BAD, "; ".join(f"{k.key}: {k.message}" for k in bad)
+    if overall == ab.GOOD:
+        return GOOD, f"no key slower than the {settings.tolerance:.1%} tolerance over {rounds} rounds"
+    unsure = [k for k in keys if k.verdict == ab.UNSURE]
+    return SKIP, (f"unsure: the noise exceeded the {settings.tolerance:.1%} tolerance after {rounds} rounds "
+                  f"({'; '.join(f'{k.key}: {k.message}' for k in unsure)})")
+
+
+def ab_step(
+    good: ab.Side,
+    step: ab.Side,
+    *,
+    ident: str,
+    label: str,
+    cfg: MeasureConfig,
+    memo: Memo,
+    settings: StepSettings,
+    session: str,
+    out: TextIO,
+) -> Measurement:
+    """Measure ``step`` against ``good`` in alternating rounds; store and return the step's verdict entry.
+
+    Round r's measurements are memo entries ``<ident>-<side>-r<r>``; the verdict entry is ``ident``,
+    its ``results`` the step side's last results file and its ``detail`` every judged key. The step
+    side goes first in round 1, so a revision that does not build costs no measurement of the good one.
+    """
+    start = time.monotonic()
+    history = memo.root / f"history-{session}.sqlite"  # the rounds stay out of the user's history
+    taken: dict[str, list[dict[str, tuple[list[float], str, bool]]]] = {good.name: [], step.name: []}
+    last_step: Measurement | None = None
+    keys: list[ab.KeyVerdict] = []
+    detail: dict[str, Any] = {"kind": "step", "good": good.label, "settings": settings.to_json()}
+
+    def entry(verdict: str, reason: str, rounds: int, **more: Any) -> Measurement:
+        made = Measurement(
+            ident=ident, label=label, verdict=verdict, reason=reason,
+            pytest_rc=last_step.pytest_rc if last_step else None,
+            results=last_step.results if last_step else None,
+            seconds=round(time.monotonic() - start, 3),
+            measured=datetime.now(timezone.utc).isoformat(timespec="seconds"), session=session,
+            detail={**detail, "rounds": rounds, "keys": [_key_detail(k) for k in keys], **more},
+        )
+        memo.put(made)
+        return made
+
+    done = 0
+    while done < settings.max_rounds:
+        order = (step, good) if done % 2 == 0 else (good, step)
+        for side in order:
+            m = measure(side.checkout, _side_config(cfg, side, history), memo, f"{ident}-{side.name}-r{done + 1}",
+                        side.label, reference=None, commit=side.commit, session=session)
+            found = ab.samples_of(m.results) if m.verdict != SKIP else {}
+            if not found:
+                why = m.reason if m.verdict == SKIP else "no samples in its results file"
+                return entry(SKIP, f"round {done + 1}: the {side.name} side could not be measured: {why}", done,
+                             failed_side=side.name, log=str(memo.log_path(m.ident)))
+            taken[side.name].append(found)
+            if side is step:
+                last_step = m
+            print(f"{PREFIX}   {_short(ident)} round {done + 1} {side.name}: {ab._headline(found, settings.metrics)} "
+                  f"({m.seconds:.1f} s)", file=out, flush=True)
+        done += 1
+        if done < settings.rounds:
+            continue
+        keys = ab.judge(taken[good.name], taken[step.name], metrics=settings.metrics, tolerance=settings.tolerance,
+                        alpha=settings.alpha)
+        if not keys:
+            return entry(SKIP, f"no key of {', '.join(settings.metrics)} in every round of both sides "
+                               f"(do both measure the same servers?)", done, no_keys=True)
+        if ab.ABOutcome(keys, done).verdict != ab.UNSURE:
+            break
+        if done < settings.max_rounds:
+            unsure = ", ".join(k.key for k in keys if k.verdict == ab.UNSURE)
+            print(f"{PREFIX}   {_short(ident)} unsure after {done} rounds ({unsure}): one more round",
+                  file=out, flush=True)
+    verdict, reason = _step_verdict(keys, done, settings)
+    return entry(verdict, reason, done, unsure=verdict == SKIP)
+
+
+def _reusable(entry: Measurement | None) -> bool:
+    """A memoised step verdict that is about the step: not one the good side could not be measured for."""
+    return entry is not None and entry.detail.get("kind") == "step" and entry.detail.get("failed_side") not in (
+        "good", "base")
+
+
+def _check_bad_end(entry: Measurement, store: Memo, settings: StepSettings, good_label: str) -> None:
+    """The bad end's step says whether the good revision can be measured at all: raise if it cannot."""
+    failed = entry.detail.get("failed_side")
+    if entry.verdict == SKIP and failed in ("good", "base"):
+        what = "the good revision" if failed == "good" else "bare base"
+        raise InfraError(f"cannot measure {what} {good_label}: {entry.reason}; "
+                         f"see {entry.detail.get('log', store.root)}")
+    if entry.detail.get("no_keys"):
+        raise UsageError(f"the good and bad revisions share no result key of {', '.join(settings.metrics)} "
+                         f"(--metric); do both runs measure the same servers (same profile names)?")
+
+
+def _reset_if_dirty(tree: Path) -> None:
+    """The setup may rewrite tracked files; every checkout was clean when the bisection started."""
+    if tree.is_dir() and _dirty(tree):
+        _git(tree, "reset", "--quiet", "--hard")
+
+
+def _warn_repo_paths(top: Path, cfg: MeasureConfig, out: TextIO) -> None:
+    """Arguments that name the repository's own path measure its checkout, not each side's."""
+    named = [a for a in (*cfg.pytest_args, cfg.setup or "") if str(top) in a and "{checkout}" not in a]
+    if named:
+        print(f"{PREFIX} WARNING: {' '.join(named)} names the repository {top}; the good side is measured in a "
+              f"worktree, so write {{checkout}} for the checkout being measured", file=out, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,6 +603,7 @@ class Outcome:
     visited: list[Measurement]  # in visiting order
     measured_now: int  # how many measurements this run made (the rest came from the memo)
     memo_dir: Path
+    labels: dict[str, str] = field(default_factory=dict)  # names of idents without a step entry (good, base)
 
 
 def _default_memo(repo: Path) -> Path:
@@ -450,46 +656,28 @@ def _python_path_env() -> dict[str, str]:
 
 
 def _step_commit(config_path: Path, out: TextIO) -> int:
-    """Measure HEAD of the bisected repo (memoised); print one line; return git's exit code."""
+    """A/B HEAD of the bisected repo against the good worktree (memoised); print one line; git's exit code."""
     conf = json.loads(config_path.read_text())
     repo, memo = Path(conf["repo"]), Memo(Path(conf["memo"]))
     cfg = MeasureConfig.from_json(conf["measure"])
+    settings = StepSettings.from_json(conf["ab"])
+    good = conf["good"]
+    good_tree = Path(good["tree"])
     sha = _git(repo, "rev-parse", "HEAD")
     entry = memo.get(sha)
-    if entry is None:
-        entry = measure(
-            repo,
-            cfg,
-            memo,
-            sha,
-            _subject(repo, sha),
-            reference=Path(conf["reference"]),
-            commit=sha,
-            session=conf["session"],
-        )
-        if _dirty(repo):  # the setup rewrote tracked files; the tree was clean when we started
-            _git(repo, "reset", "--quiet", "--hard")
-    print(progress_line(entry, conf["reference"]), file=out, flush=True)
+    if not _reusable(entry):
+        subject = _subject(repo, sha)
+        good_side = ab.Side("good", good["label"], good_tree, good["sha"], good["sha"][:12])
+        step_side = ab.Side("step", f"{sha[:10]} {subject!r}", repo, sha, sha[:12])
+        try:
+            entry = ab_step(good_side, step_side, ident=sha, label=subject, cfg=cfg, memo=memo, settings=settings,
+                            session=conf["session"], out=out)
+        finally:
+            _reset_if_dirty(repo)
+            _reset_if_dirty(good_tree)
+    assert entry is not None
+    print(progress_line(entry), file=out, flush=True)
     return EXIT_CODES[entry.verdict]
-
-
-def _ensure_reference(
-    checkout: Path, cfg: MeasureConfig, memo: Memo, ident: str, label: str, commit: str, session: str, out: TextIO
-) -> Measurement:
-    entry = memo.get(ident)
-    if entry is None or entry.results is None:
-        entry = measure(checkout, cfg, memo, ident, label, reference=None, commit=commit, session=session)
-    if entry.results is None:
-        raise InfraError(
-            f"cannot measure the reference {label!r}: {entry.reason}; see {memo.log_path(ident)}"
-        )
-    if entry.pytest_rc not in (0, None):
-        print(f"{PREFIX} note: the reference run exited {entry.pytest_rc} (its own gates against stored "
-              f"baselines?); its results are used as the reference anyway", file=out)
-    short = ident[:10] if re.fullmatch(r"[0-9a-f]{40}", ident) else ident
-    print(f"{PREFIX} reference {short} {label!r}: measured "
-          f"{'(memo)' if entry.cached else f'in {entry.seconds:.1f} s'}", file=out, flush=True)
-    return entry
 
 
 def _parse_bisect_log(text: str) -> list[tuple[str, str]]:
@@ -513,14 +701,22 @@ def bisect_commits(
     python: str | None = None,
     workdir: str | Path | None = None,
     timeout_s: float | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    max_rounds: int | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    metrics: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
     out: TextIO | None = None,
 ) -> Outcome:
-    """Find the first commit in good..bad whose measurement fails its gate against `good`.
+    """Find the first commit in good..bad that an A/B against `good` calls a regression.
 
-    Raises UsageError (dirty tree, bad revisions, bisect in progress), InfraError (good or bad
-    cannot be measured). Always restores the original checkout.
+    Every step measures its commit (checked out by ``git bisect run``) and `good` (a detached
+    worktree, made once) in alternating rounds; see the module docstring. Raises UsageError (dirty
+    tree, bad revisions, bisect in progress, bad settings, no shared key), InfraError (the good
+    revision cannot be measured). Always restores the original checkout.
     """
     out = out or sys.stdout
+    settings = StepSettings.make(rounds, max_rounds, tolerance, metrics, alpha)
     top = _toplevel(repo)
     good_sha, bad_sha = _resolve(top, good, "--good"), _resolve(top, bad, "--bad")
     if good_sha == bad_sha:
@@ -543,57 +739,64 @@ def bisect_commits(
         timeout_s=timeout_s,
     )
     memo_root = Path(memo).resolve() if memo else _default_memo(top)
-    store = Memo(memo_root / cfg.fingerprint("commits", good_sha))
+    store = Memo(memo_root / cfg.fingerprint("commits", good_sha, settings.anchor()))
     session = uuid.uuid4().hex[:12]
     original = _git(top, "symbolic-ref", "--short", "-q", "HEAD", check=False) or _git(top, "rev-parse", "HEAD")
+    good_label = f"{good_sha[:10]} {_subject(top, good_sha)!r}"
     print(f"{PREFIX} {top}: good {good_sha[:10]}, bad {bad_sha[:10]}, memo {store.root}", file=out, flush=True)
+    print(f"{PREFIX} every step: an A/B against good {good_label}, {settings.describe()}", file=out, flush=True)
+    _warn_repo_paths(top, cfg, out)
     visited: list[Measurement] = []
     first_bad: str | None = None
     candidates: list[str] = []
     try:
-        _git(top, "checkout", "--quiet", "--detach", good_sha)
-        ref = _ensure_reference(top, cfg, store, good_sha, _subject(top, good_sha), good_sha, session, out)
-        conf_path = store.root / "step.json"
-        _atomic_write_json(
-            conf_path,
-            {
-                "version": MEMO_VERSION,
-                "repo": str(top),
-                "memo": str(store.root),
-                "reference": ref.results,
-                "measure": cfg.to_json(),
-                "session": session,
-            },
-        )
-        # the bad end first: if it does not reproduce, there is nothing to bisect
-        _git(top, "checkout", "--quiet", "--detach", bad_sha)
-        _step_commit(conf_path, out)
-        bad_entry = store.get(bad_sha)
-        assert bad_entry is not None
-        visited.append(bad_entry)
-        if bad_entry.verdict != BAD:
-            return Outcome(None, None, [], visited, _count_session(store, session), store.root)
-        started = _git(top, "bisect", "start", bad_sha, good_sha)
-        done = re.search(r"^([0-9a-f]{40}) is the first bad commit", started, re.M)
-        if done:  # bad is the only commit after good
-            first_bad, candidates = done.group(1), [done.group(1)]
-        else:
-            first_bad, candidates = _bisect_run(top, conf_path, store.root / "bisect-run.log", out)
-        steps = _parse_bisect_log(_git(top, "bisect", "log", check=False))
-        for verdict, sha in steps:
-            entry = store.get(sha)
-            if entry is not None and sha != bad_sha and verdict in (GOOD, BAD, SKIP):
-                visited.append(entry)
+        with _worktree(top, good_sha) as good_tree:
+            conf_path = store.root / "step.json"
+            _atomic_write_json(
+                conf_path,
+                {
+                    "version": MEMO_VERSION,
+                    "repo": str(top),
+                    "memo": str(store.root),
+                    "good": {"sha": good_sha, "tree": str(good_tree), "label": good_label},
+                    "ab": settings.to_json(),
+                    "measure": cfg.to_json(),
+                    "session": session,
+                },
+            )
+            # the bad end first: if it does not reproduce, there is nothing to bisect
+            _git(top, "checkout", "--quiet", "--detach", bad_sha)
+            _step_commit(conf_path, out)
+            bad_entry = store.get(bad_sha)
+            assert bad_entry is not None
+            _check_bad_end(bad_entry, store, settings, good_label)
+            visited.append(bad_entry)
+            if bad_entry.verdict != BAD:
+                return Outcome(None, None, [], visited, _count_session(store, session), store.root,
+                               {good_sha: _subject(top, good_sha)})
+            started = _git(top, "bisect", "start", bad_sha, good_sha)
+            done = re.search(r"^([0-9a-f]{40}) is the first bad commit", started, re.M)
+            if done:  # bad is the only commit after good
+                first_bad, candidates = done.group(1), [done.group(1)]
+            else:
+                first_bad, candidates = _bisect_run(top, conf_path, store.root / "bisect-run.log", out)
+            steps = _parse_bisect_log(_git(top, "bisect", "log", check=False))
+            for verdict, sha in steps:
+                entry = store.get(sha)
+                if entry is not None and sha != bad_sha and verdict in (GOOD, BAD, SKIP):
+                    visited.append(entry)
     finally:
         _restore(top, original, out)
     last_good = None
     if first_bad is not None:
         last_good = _last_good_ancestor(top, store, first_bad, good_sha)
-    return Outcome(first_bad, last_good, candidates, visited, _count_session(store, session), store.root)
+    return Outcome(first_bad, last_good, candidates, visited, _count_session(store, session), store.root,
+                   {good_sha: _subject(top, good_sha)})
 
 
 def _count_session(store: Memo, session: str) -> int:
-    return sum(1 for m in store.entries() if m.session == session)
+    """Measurements (setup and pytest runs of one side in one round) this session made."""
+    return sum(1 for m in store.entries() if m.session == session and m.detail.get("kind") != "step")
 
 
 def _bisect_run(top: Path, conf_path: Path, log_path: Path, out: TextIO) -> tuple[str | None, list[str]]:
@@ -691,15 +894,22 @@ def bisect_patches(
     python: str | None = None,
     workdir: str | Path | None = None,
     timeout_s: float | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    max_rounds: int | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    metrics: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
     out: TextIO | None = None,
 ) -> Outcome:
-    """Find the first patch whose cumulative inclusion makes the gate fail against bare `base`.
+    """Find the first patch whose cumulative inclusion an A/B against bare `base` calls a regression.
 
     Idents are ``prefix-<k>-<hash>``; ``first_bad``/``candidates`` hold those of the patches'
     prefixes, and :func:`patch_index` turns one back into k (1-based patch number).
-    The user's checkout is never touched: every prefix is built in a temporary worktree.
+    The user's checkout is never touched: bare `base` is a worktree made once, and every prefix is
+    built in a temporary worktree of its own; each step measures the two in alternating rounds.
     """
     out = out or sys.stdout
+    settings = StepSettings.make(rounds, max_rounds, tolerance, metrics, alpha)
     top = _toplevel(repo)
     base_sha = _resolve(top, base, "--base")
     if not patches:
@@ -717,50 +927,53 @@ def bisect_patches(
         timeout_s=timeout_s,
     )
     memo_root = Path(memo).resolve() if memo else _default_memo(top)
-    store = Memo(memo_root / cfg.fingerprint("patches", base_sha))
+    store = Memo(memo_root / cfg.fingerprint("patches", base_sha, settings.anchor()))
     session = uuid.uuid4().hex[:12]
     n = len(paths)
     idents = [_prefix_ident(base_sha, texts[:k]) for k in range(n + 1)]
+    base_label = f"{base_sha[:10]} {_subject(top, base_sha)!r}"
     print(f"{PREFIX} {top}: base {base_sha[:10]}, {n} patches, memo {store.root}", file=out, flush=True)
+    print(f"{PREFIX} every step: an A/B against bare base {base_label}, {settings.describe()}", file=out, flush=True)
+    _warn_repo_paths(top, cfg, out)
 
-    ref_entry = store.get(idents[0])
-    if ref_entry is None or ref_entry.results is None:
-        with _worktree(top, base_sha) as tree:
-            ref_entry = _ensure_reference(tree, cfg, store, idents[0], "base", base_sha, session, out)
-    else:
-        ref_entry = _ensure_reference(top, cfg, store, idents[0], "base", base_sha, session, out)
-    reference = Path(ref_entry.results or "")
+    with _worktree(top, base_sha) as base_tree:
+        base_side = ab.Side("base", base_label, base_tree, base_sha, idents[0])
 
-    def verdict_of(k: int) -> Measurement:
-        entry = store.get(idents[k])
-        if entry is None:
-            entry = _measure_prefix(top, base_sha, paths[:k], cfg, store, idents[k],
-                                    _prefix_label(paths, k), reference, session)
-        print(progress_line(entry, str(reference)), file=out, flush=True)
-        return entry
+        def verdict_of(k: int) -> Measurement:
+            entry = store.get(idents[k])
+            if not _reusable(entry):
+                try:
+                    entry = _measure_prefix(top, base_sha, paths[:k], cfg, store, idents[k], _prefix_label(paths, k),
+                                            base_side, settings, session, out)
+                finally:
+                    _reset_if_dirty(base_tree)
+            assert entry is not None
+            print(progress_line(entry), file=out, flush=True)
+            return entry
 
-    visited = [verdict_of(n)]
-    if visited[0].verdict != BAD:
-        return Outcome(None, None, [], visited, _count_session(store, session), store.root)
-    lo, hi, skipped = 0, n, set()
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        choices = [k for k in range(lo + 1, hi) if k not in skipped]
-        if not choices:
-            break
-        k = min(choices, key=lambda c: (abs(c - mid), c))
-        entry = verdict_of(k)
-        visited.append(entry)
-        if entry.verdict == GOOD:
-            lo = k
-        elif entry.verdict == BAD:
-            hi = k
-        else:
-            skipped.add(k)
-    measured = _count_session(store, session)
+        visited = [verdict_of(n)]
+        _check_bad_end(visited[0], store, settings, base_label)
+        if visited[0].verdict != BAD:
+            return Outcome(None, None, [], visited, _count_session(store, session), store.root, {idents[0]: "base"})
+        lo, hi, skipped = 0, n, set()
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            choices = [k for k in range(lo + 1, hi) if k not in skipped]
+            if not choices:
+                break
+            k = min(choices, key=lambda c: (abs(c - mid), c))
+            entry = verdict_of(k)
+            visited.append(entry)
+            if entry.verdict == GOOD:
+                lo = k
+            elif entry.verdict == BAD:
+                hi = k
+            else:
+                skipped.add(k)
+    measured, labels = _count_session(store, session), {idents[0]: "base"}
     if hi - lo == 1:
-        return Outcome(idents[hi], idents[lo], [idents[hi]], visited, measured, store.root)
-    return Outcome(None, idents[lo], idents[lo + 1 : hi + 1], visited, measured, store.root)
+        return Outcome(idents[hi], idents[lo], [idents[hi]], visited, measured, store.root, labels)
+    return Outcome(None, idents[lo], idents[lo + 1 : hi + 1], visited, measured, store.root, labels)
 
 
 def patch_index(ident: str) -> int:
@@ -776,9 +989,12 @@ def _measure_prefix(
     store: Memo,
     ident: str,
     label: str,
-    reference: Path,
+    base_side: ab.Side,
+    settings: StepSettings,
     session: str,
+    out: TextIO,
 ) -> Measurement:
+    """Build the prefix in a worktree of its own and A/B it against bare base (``base_side``)."""
     with _worktree(top, base_sha) as tree:
         for p in paths:
             proc = subprocess.run(["git", "-C", str(tree), "apply", "--whitespace=nowarn", str(p)],
@@ -790,54 +1006,66 @@ def _measure_prefix(
                     reason=f"{p.name} does not apply: {proc.stderr.strip().splitlines()[0] if proc.stderr else ''}",
                     pytest_rc=None, results=None, seconds=0.0,
                     measured=datetime.now(timezone.utc).isoformat(timespec="seconds"), session=session,
+                    detail={"kind": "step", "rounds": 0, "keys": [], "failed_side": "step"},
                 )
                 store.put(entry)
                 return entry
-        return measure(tree, cfg, store, ident, label, reference=reference, commit=base_sha, session=session)
+        step_side = ab.Side("step", label, tree, base_sha, ident)
+        return ab_step(base_side, step_side, ident=ident, label=label, cfg=cfg, memo=store, settings=settings,
+                       session=session, out=out)
 
 
 # --------------------------------------------------------------------------------------------
 # reports and commands
 
 
-def _neighbour_table(last_good: Measurement | None, first_bad: Measurement | None) -> list[str]:
-    if last_good is None or first_bad is None:
+def _ab_table(entry: Measurement | None, title: str) -> list[str]:
+    """A step's A/B, one line a key: good and step medians, ratio with its CI, per-round changes."""
+    keys = _sorted_keys(entry.detail) if entry is not None else []
+    if entry is None or not keys:
         return []
-    rows = compare_series(read_series(first_bad.results), read_series(last_good.results))
-    if not rows:
-        return ["  (no shared result keys to compare)"]
-    width = max(len(s.key) for s, _, _ in rows)
-    lines = [f"  {'key':<{width}}  {'last good':>12}  {'first bad':>12}  {'ratio':>7}  unit"]
-    for s, r, ratio in rows:
-        lines.append(f"  {s.key:<{width}}  {_fmt(r.median):>12}  {_fmt(s.median):>12}  {ratio:>6.3f}x  {s.unit}"
-                     f"  ({(ratio - 1) * 100:+.1f}%, n={r.n}/{s.n})")
+    width = max(len(k["key"]) for k in keys)
+    unit = max(len(k["unit"]) for k in keys)
+    lines = [f"  {title}, {entry.detail.get('rounds')} alternating rounds against {entry.detail.get('good', 'good')}:",
+             f"  {'key':<{width}}  {'good':>10}  {'this':>10}  {'':<{unit}}  {'ratio':>7}  {'CI':>15}  "
+             f"verdict (change per round)"]
+    for k in keys:
+        ci = f"[{k['low']:.3f}, {k['high']:.3f}]"
+        per_round = " ".join(f"{(r - 1) * 100:+.1f}%" for r in k["round_ratios"])
+        lines.append(f"  {k['key']:<{width}}  {_fmt(k['good_median']):>10}  {_fmt(k['step_median']):>10}  "
+                     f"{k['unit']:<{unit}}  {k['ratio']:>6.3f}x  {ci:>15}  {k['verdict'].replace('_', ' ')} "
+                     f"({per_round})")
     return lines
 
 
 def report(outcome: Outcome, out: TextIO, describe: Mapping[str, str] | None = None) -> int:
     """Print the verdict of a bisection; return the specwatch exit code."""
     store = Memo(outcome.memo_dir)
-    describe = describe or {}
+    describe = {**outcome.labels, **(describe or {})}
 
     def name(ident: str) -> str:
         entry = store.get(ident)
         label = describe.get(ident) or (entry.label if entry else "")
-        short = ident[:10] if re.fullmatch(r"[0-9a-f]{40}", ident) else ident
-        return f"{short} {label!r}"
+        return f"{_short(ident)} {label!r}"
 
     skipped = [m for m in outcome.visited if m.verdict == SKIP]
-    print(f"{PREFIX} {len(outcome.visited)} step(s) after the reference; {outcome.measured_now} "
-          f"measurement(s) made now (reference included), the rest from the memo", file=out)
+    print(f"{PREFIX} {len(outcome.visited)} step(s), each an A/B against the good revision in alternating rounds; "
+          f"{outcome.measured_now} measurement(s) made now, the rest from the memo", file=out)
     for m in skipped:
         print(f"{PREFIX} skipped (not blamed): {name(m.ident)}: {m.reason}", file=out)
     if outcome.first_bad is None and not outcome.candidates:
         bad = outcome.visited[0] if outcome.visited else None
         why = bad.reason if bad else "nothing measured"
         if bad is not None and bad.verdict == SKIP:
-            print(f"{PREFIX} the bad end could not be measured: {why}", file=out)
+            if bad.detail.get("unsure"):
+                print(f"{PREFIX} the bad end is neither shown slower than the good one nor ruled out: {why}; "
+                      f"try more --max-rounds, a larger --tolerance or a quieter machine", file=out)
+            else:
+                print(f"{PREFIX} the bad end could not be measured: {why}", file=out)
             return EXIT_INFRA
-        print(f"{PREFIX} the bad end does not fail its gate against the good one ({why}): "
-              f"no regression to bisect", file=out)
+        print(f"{PREFIX} the bad end is not slower than the good one ({why}): no regression to bisect", file=out)
+        for line in _ab_table(bad, "bad end"):
+            print(line, file=out)
         return EXIT_OK
     if outcome.first_bad is None:
         print(f"{PREFIX} skipped revisions leave the first bad one ambiguous; it is one of:", file=out)
@@ -847,7 +1075,8 @@ def report(outcome: Outcome, out: TextIO, describe: Mapping[str, str] | None = N
     print(f"{PREFIX} first bad: {name(outcome.first_bad)}", file=out)
     if outcome.last_good:
         print(f"{PREFIX} last good: {name(outcome.last_good)}", file=out)
-    for line in _neighbour_table(store.get(outcome.last_good or ""), store.get(outcome.first_bad)):
+    for line in [*_ab_table(store.get(outcome.first_bad), "first bad"),
+                 *_ab_table(store.get(outcome.last_good or ""), "last good")]:
         print(line, file=out)
     out.flush()
     return EXIT_REGRESSION
@@ -856,14 +1085,31 @@ def report(outcome: Outcome, out: TextIO, describe: Mapping[str, str] | None = N
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", required=True, help="git work tree of the server under test")
     parser.add_argument("--setup", default=None,
-                        help="shell command run in each checkout before measuring, e.g. 'pip install -e .'")
+                        help="shell command run in each checkout before measuring, e.g. 'pip install -e .' "
+                             "({checkout} is replaced by its path)")
     parser.add_argument("--memo", default=None,
                         help="memo directory (default: <git-dir>/specwatch/bisect of --repo)")
     parser.add_argument("--python", default=None, help="interpreter that runs pytest (default: this one)")
     parser.add_argument("--workdir", default=None,
                         help="directory pytest runs in (default: the checkout being measured)")
     parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None,
-                        help="seconds allowed for the setup and for pytest, per step (timeout: skip)")
+                        help="seconds allowed for the setup and for pytest, per measurement (timeout: skip)")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                        help=f"alternating rounds of each step against the good revision (default {DEFAULT_ROUNDS})")
+    parser.add_argument("--max-rounds", type=int, default=None,
+                        help=f"rounds allowed while a step is unsure (default {DEFAULT_MAX_ROUNDS}); "
+                             f"still unsure: skipped, never blamed")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                        help=f"smallest slowdown that makes a step bad (default {DEFAULT_TOLERANCE})")
+    parser.add_argument("--metric", action="append", default=None,
+                        help=f"metric(s) judged, repeatable (default: {', '.join(ab.DEFAULT_METRICS)})")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help=f"significance level of a regression (default {DEFAULT_ALPHA})")
+
+
+def _step_options(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance, metrics=args.metric,
+                alpha=args.alpha)
 
 
 def _split_pytest_args(rest: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -910,7 +1156,8 @@ class Bisect:
             print(f"specwatch bisect: put pytest arguments after --: {' '.join(before)}", file=sys.stderr)
             return EXIT_USAGE
         return cls.run(repo=args.repo, good=args.good, bad=args.bad, pytest_args=after, setup=args.setup,
-                       memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s)
+                       memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s,
+                       **_step_options(args))
 
 
 class BisectPatches:
@@ -958,7 +1205,7 @@ class BisectPatches:
             return EXIT_USAGE
         return cls.run(repo=args.repo, base=args.base, patches=patches, pytest_args=pytest_args,
                        setup=args.setup, memo=args.memo, python=args.python, workdir=args.workdir,
-                       timeout_s=args.timeout_s)
+                       timeout_s=args.timeout_s, **_step_options(args))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

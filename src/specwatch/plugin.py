@@ -46,13 +46,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from specwatch.session import Session
 
     flags = {o.name: config.getoption(o.ini) for o in OPTIONS}
-    project = resolve_project(flags.get("project") or os.environ.get("SPECWATCH_PROJECT"), config.inipath,
-                              config.rootpath, config.invocation_params.dir)
-    ini = {o.ini: config.getini(o.ini) for o in OPTIONS}
-    for key, value in project.ini.items():  # the project's ini keys when pytest read another (or none)
-        if ini.get(key) in (None, "", []):
-            ini[key] = value
+    explicit = flags.get("project") or os.environ.get("SPECWATCH_PROJECT") or config.getini("specwatch_project")
     try:
+        project = resolve_project(explicit or None, config.inipath, config.rootpath, config.invocation_params.dir)
+        ini = {o.ini: config.getini(o.ini) for o in OPTIONS}
+        for key, value in project.ini.items():  # the project's ini keys when pytest read another (or none)
+            if ini.get(key) in (None, "", []):
+                ini[key] = value
         cfg = resolve(flags, os.environ, ini, rootdir=project.root)
     except UsageError as exc:
         raise pytest.UsageError(f"specwatch: {exc}") from None

@@ -713,7 +713,15 @@ def load_profiles(path: str | Path | None) -> ProfileSet:
         raise UsageError(f"{name}: not valid TOML: nested too deeply") from None
     except ValueError as exc:  # TOMLDecodeError, and integers too long to convert
         raise UsageError(_one_line(f"{name}: not valid TOML: {exc}")) from None
-    return parse_profiles(data, name)
+    return _anchor_pythonpath(parse_profiles(data, name), p.resolve().parent)
+
+
+def _anchor_pythonpath(profiles: ProfileSet, folder: Path) -> ProfileSet:
+    """Relative ``pythonpath`` entries mean folders beside the profile file, not the server's cwd."""
+    servers = {name: replace(prof, pythonpath=tuple(str(folder / e) if not Path(e).is_absolute() else e
+                                                     for e in prof.pythonpath))
+               for name, prof in profiles.servers.items()}
+    return replace(profiles, servers=servers)
 
 
 def single_server_profiles(engine: str, model: str, draft: str | None, tp: int, device: str) -> ProfileSet:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specwatch.errors import UsageError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -77,7 +79,9 @@ def resolve_project(explicit: str | None, inipath: Path | None, rootpath: Path, 
     """The project folder for this run (see the module docstring for the order)."""
     if explicit:
         root = Path(explicit).expanduser()
-        root = root if root.is_absolute() else invocation_dir / root
+        root = (root if root.is_absolute() else invocation_dir / root).resolve()
+        if not root.is_dir():
+            raise UsageError(f"--specwatch-project {explicit}: no such folder")
         found = find_ini(root)
         ini = found[1] if found and found[0].parent == root else {}
         return Project(root, found[0] if ini else None, ini)

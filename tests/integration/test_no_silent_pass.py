@@ -100,3 +100,24 @@ def test_a_run_without_perf_tests_adds_no_history(project: tuple[Path, Path], tm
                          env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert not hist.exists()
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    ("version = 1\n[[server]]\nname = '../../etc'\n", "server[0].name"),
+    ("version = 1\n[defaults]\nextra_args = '--foo'\n[[server]]\nname = 'a'\n", "extra_args"),
+    ("version = 1\n[[server]]\nname = 'a'\n[workload]\nruns = 0\n", "workload.runs"),
+    (None, "does not exist"),
+])
+def test_a_broken_profile_is_a_usage_error_not_internalerror(tmp_path: Path, content: str | None,
+                                                             field: str) -> None:
+    profile = tmp_path / "p.toml"
+    if content is not None:
+        profile.write_text(content)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-m", "perf", "-q", "-p", "no:cacheprovider",
+                          "--specwatch-profiles", str(profile), str(ROOT / "tests" / "perf")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert out.returncode == 4, out.stdout + out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("ERROR: specwatch:")]
+    assert len(errors) == 1 and field in errors[0], out.stderr
+    assert "INTERNALERROR" not in out.stdout + out.stderr and "Traceback" not in out.stdout + out.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -61,3 +62,20 @@ def test_paired_rounds_ci_contains_the_geometric_mean(ratios: list[float]) -> No
     assert s.low <= geo * (1 + 1e-9) and geo <= s.high * (1 + 1e-9)
     assert s.ratio == pytest.approx(geo)
     assert 0 <= s.p <= 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--rounds", "1", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--tolerance", "2", "--", "-q"],
+    ["ab", "--base-profile", "a.toml", "--", "-q"],
+    ["ab", "--base-profile", "missing-a.toml", "--head-profile", "missing-b.toml", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "-q"],
+])
+def test_ab_usage_errors_are_one_line_before_any_worktree(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specwatch.cli import main
+
+    monkeypatch.chdir(tmp_path)  # not a git repository: a worktree would fail differently
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -1,9 +1,12 @@
-"""Bisection over a real temporary git repo of a tiny "server" with a real slowdown.
+"""Bisection over a real temporary git repo of a tiny "server" whose measurements a test machine scripts.
 
 The temp repo carries its own ``conftest.py`` that defines ``--specwatch-results`` and
-``--specwatch-reference`` (in real use the specwatch plugin provides them): the bisect driver only
-depends on the pytest exit code and the results file, so this exercises it end to end without a
-server. One commit does 10x the work (the regression), one commit breaks the build step.
+``--specwatch-history`` (in real use the specwatch plugin provides them), and a test that writes a
+results file: the server's cost (its ``WORK * ROUNDS``, so a commit that does 10x the work is 10x
+slower) times a machine factor, an expression of n (the measurement's number in the whole test)
+taken from ``BISECT_TEST_MACHINE``. So the numbers are deterministic, and a test can make the machine
+drift during a bisection. Every step is an A/B of the step's commit against a worktree of the good
+one in alternating rounds; the verdict comes from the results files, not pytest's exit code.
 """
 
 from __future__ import annotations
@@ -11,16 +14,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from specwatch import bisect
-from specwatch.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
+from specwatch import ab, bisect
+from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, UsageError
 
-SERVER = '''"""A tiny server whose cost depends on real work."""
+SERVER = '''"""A tiny server whose cost depends on its work."""
 
 WORK = 40000
 ROUNDS = 1
@@ -42,6 +47,7 @@ import pytest
 def pytest_addoption(parser):
     parser.addoption("--specwatch-results", default=None)
     parser.addoption("--specwatch-reference", default=None)
+    parser.addoption("--specwatch-history", default=None)
 
 
 @pytest.fixture
@@ -51,23 +57,24 @@ def options(request):
 
 TEST_SPEED = '''import json
 import os
-import statistics
-import time
 
 import server
 
 
 def test_handle_speed(options):
     results, reference = options
-    samples = []
-    for _ in range(9):
-        t0 = time.perf_counter()
-        server.handle()
-        samples.append(time.perf_counter() - t0)
+    server.handle()  # the real work: a server that does not import fails here
     counter = os.environ.get("BISECT_TEST_COUNTER")
+    n = 0
     if counter:
+        if os.path.exists(counter):
+            with open(counter) as fh:
+                n = len(fh.read().splitlines())
         with open(counter, "a") as fh:
             fh.write("measured\\n")
+    machine = eval(os.environ.get("BISECT_TEST_MACHINE", "1.0"), {"n": n})
+    cost = server.WORK * server.ROUNDS * 1e-7 * machine
+    samples = [cost * (1 + 0.001 * j) for j in (-2, -1, 0, 1, 2)]
     doc = {"version": 1, "created": "2026-01-01T00:00:00+00:00", "commit": os.environ.get("SPECWATCH_COMMIT"),
            "machine": {"machine_class": "test"},
            "results": [{"key": "tiny/handle/seconds", "profile": "tiny", "workload": "handle",
@@ -75,10 +82,7 @@ def test_handle_speed(options):
                         "samples": samples, "extra": {}}]}
     with open(results, "w") as fh:
         json.dump(doc, fh, indent=2, sort_keys=True)
-    if reference:
-        ref = json.load(open(reference))["results"][0]["samples"]
-        # min is robust to load spikes; the real slowdown is 10x, the gate 3x
-        assert min(samples) < 3 * min(ref), f"{statistics.median(samples)} vs {statistics.median(ref)}"
+    assert reference is None, "a bisect step must not compare against a single reference run"
 '''
 
 BUILD = '''"""The build step: every module must compile."""
@@ -95,6 +99,9 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "t@example.com",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+# a quiet machine: +-1 % from one measurement to the next
+QUIET = "1 + 0.01 * ((n * 37) % 7 - 3) / 3"
+METRICS = ("seconds",)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -129,6 +136,7 @@ def repo(tmp_path: Path) -> Path:
 def counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "counter.txt"
     monkeypatch.setenv("BISECT_TEST_COUNTER", str(path))
+    monkeypatch.setenv("BISECT_TEST_MACHINE", QUIET)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # faster steps; junitxml is built in
     return path
@@ -150,6 +158,12 @@ def n_measured(counter: Path) -> int:
 
 
 PYTEST_ARGS = ["-q", "test_speed.py"]
+BUILD_SETUP = f"{sys.executable} build.py"
+
+
+def median_of(results: str | Path | None) -> float:
+    (samples, _, _), = ab.samples_of(results).values()
+    return statistics.median(samples)
 
 
 def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Path, counter: Path,
@@ -164,42 +178,190 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     shas.append(commit(repo, "docs: changelog", {"CHANGELOG": "x\n"}))
     memo = tmp_path / "memo"
     out = io.StringIO()
-    outcome = bisect.bisect_commits(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS,
-                                    setup=f"{sys.executable} build.py", memo=memo, out=out)
+    kwargs: dict[str, Any] = dict(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
+                                  memo=memo, tolerance=0.25, metrics=METRICS)
+    outcome = bisect.bisect_commits(out=out, **kwargs)
     text = out.getvalue()
     assert outcome.first_bad == shas[6], text
     assert outcome.last_good == shas[5], text
     verdicts = {m.ident: m.verdict for m in outcome.visited}
     assert verdicts.get(shas[3]) == bisect.SKIP, text  # the broken build is visited and skipped
     assert all(verdicts.get(s) != bisect.BAD for s in shas[:6]), text
-    # the checkout and branch are restored, no bisect left behind
+    # every step is an A/B in alternating rounds: the step first, then the good worktree, then reversed
+    assert f"{shas[-1][:10]} round 1 step: tiny/handle/seconds" in text, text
+    assert f"{shas[-1][:10]} round 2 good: tiny/handle/seconds" in text, text
+    store = bisect.Memo(outcome.memo_dir)
+    for side in ("step", "good"):
+        for r in (1, 2):
+            round_entry = store.get(f"{shas[6]}-{side}-r{r}")
+            assert round_entry is not None, (side, r)
+            assert round_entry.results is not None
+    # the good side ran in a worktree of the good commit, the step in the repository itself
+    assert (Path(store.get(f"{shas[6]}-good-r1").results or "").exists())
+    log_good = store.log_path(f"{shas[6]}-good-r1").read_text()
+    assert "specwatch-bisect-" in log_good and f"(in {repo})" not in log_good
+    assert f"(in {repo})" in store.log_path(f"{shas[6]}-step-r1").read_text()
+    assert not any("--specwatch-reference" in p.read_text() for p in outcome.memo_dir.glob("*.log"))
+    # the checkout and branch are restored, no bisect and no worktree left behind
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
     assert git(repo, "rev-parse", "HEAD") == shas[-1]
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert not (repo / ".git" / "BISECT_START").exists()
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
     # the memoised results files are real specwatch results files
     result = pytest.importorskip("specwatch.result")
-    bad_entry = bisect.Memo(outcome.memo_dir).get(shas[6])
+    bad_entry = store.get(shas[6])
     assert bad_entry is not None
     assert bad_entry.results is not None
     assert result.ResultSet.load(bad_entry.results).keys() == ["tiny/handle/seconds"]
+    (key,) = bad_entry.detail["keys"]
+    assert key["verdict"] == ab.BAD
+    assert key["ratio"] == pytest.approx(10, rel=0.05)
     first = n_measured(counter)
-    assert first == outcome.measured_now - 1  # the skipped commit never reached pytest
-    # the report names the commit and the neighbours' numbers
+    assert first == outcome.measured_now - 1  # the skipped commit's setup failed: it never reached pytest
+    # the report names the commit and the first bad step's A/B
     report_out = io.StringIO()
     assert bisect.report(outcome, report_out) == EXIT_REGRESSION
     report = report_out.getvalue()
     assert f"first bad: {shas[6][:10]} 'checksum every reply'" in report
     assert f"last good: {shas[5][:10]} 'docs: more'" in report
     assert "tiny/handle/seconds" in report
+    assert "regression" in report
     assert "skipped (not blamed)" in report
-    # second run: everything comes from the memo
-    again = bisect.bisect_commits(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS,
-                                  setup=f"{sys.executable} build.py", memo=memo, out=io.StringIO())
+    # second run: every step's verdict comes from the memo
+    again = bisect.bisect_commits(out=io.StringIO(), **kwargs)
     assert again.first_bad == shas[6]
     assert again.measured_now == 0
     assert n_measured(counter) == first
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+
+
+def test_a_drifting_machine_does_not_blame_an_early_commit(repo: Path, counter: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine was quiet when the good revision was first measured, then 20-37 % slower.
+
+    Against that one reference run (the old scheme) every step reads slower than the 5 % tolerance,
+    so it blamed the first commit after good; the A/B re-measures good inside every step, drifting
+    with it, and finds the commit that made the server 50 % slower.
+    """
+    monkeypatch.setenv("BISECT_TEST_MACHINE", "1.0 if n == 0 else min(1.37, 1.2 + 0.004 * n)")
+    shas = [commit(repo, "initial server", base_files())]
+    for i in range(1, 9):
+        files = {"server.py": SERVER.replace("WORK = 40000", "WORK = 60000")} if i == 6 else {"README": f"{i}\n"}
+        shas.append(commit(repo, f"commit {i}", files))
+    # what the old scheme did first: measure the good revision once (n == 0, the quiet machine)
+    with bisect._worktree(repo, shas[0]) as tree:
+        cfg = bisect.MeasureConfig(pytest_args=tuple(PYTEST_ARGS))
+        old_ref = bisect.measure(tree, cfg, bisect.Memo(tmp_path / "old"), "reference", "good", reference=None,
+                                 commit=shas[0], session="old")
+    reference = median_of(old_ref.results)
+    out = io.StringIO()
+    outcome = bisect.bisect_commits(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS,
+                                    memo=tmp_path / "memo", out=out, metrics=METRICS)  # default tolerance 5 %
+    text = out.getvalue()
+    assert outcome.first_bad == shas[6], text
+    assert outcome.last_good == shas[5], text
+    store = bisect.Memo(outcome.memo_dir)
+    early = [m for m in outcome.visited if m.ident in shas[1:6]]
+    assert early, text
+    for m in early:
+        assert m.verdict == bisect.GOOD, text
+        # ... though the old scheme would have called it bad: 20 % or more slower than the reference
+        assert median_of(store.get(f"{m.ident}-step-r1").results) > 1.19 * reference  # type: ignore[union-attr]
+    assert bisect.report(outcome, io.StringIO()) == EXIT_REGRESSION
+
+
+def fake_measure(numbers: dict[str, list[float]], calls: list[str]) -> Any:
+    """A stand-in for bisect.measure: side name -> the medians its measurements give, in turn."""
+
+    def measure(checkout: Path, cfg: bisect.MeasureConfig, memo: bisect.Memo, ident: str, label: str, *,
+                reference: Path | None, commit: str, session: str) -> bisect.Measurement:
+        assert reference is None
+        side = ident.rsplit("-", 2)[1]
+        value = numbers[side].pop(0)
+        calls.append(ident)
+        results = memo.results_path(ident)
+        results.write_text(json.dumps({"results": [{"key": "p/w/output_tok_s", "unit": "tok/s",
+                                                    "higher_is_better": True, "samples": [value] * 3}]}))
+        entry = bisect.Measurement(ident, label, bisect.GOOD, "ok", 0, str(results), 1.0, "now", session)
+        memo.put(entry)
+        return entry
+
+    return measure
+
+
+def sides(tmp_path: Path) -> tuple[ab.Side, ab.Side]:
+    return (ab.Side("good", "good rev", tmp_path, "g" * 40, "g"), ab.Side("step", "step rev", tmp_path, "s" * 40, "s"))
+
+
+def test_an_unsure_step_gets_more_rounds_then_is_skipped_never_bad(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    # the step's rounds swing between 20 % slower and 20 % faster than good's: no verdict at 5 %
+    numbers = {"good": [100.0] * 4, "step": [80.0, 120.0, 82.0, 118.0]}
+    monkeypatch.setattr(bisect, "measure", fake_measure(numbers, calls))
+    good, step = sides(tmp_path)
+    out = io.StringIO()
+    memo = bisect.Memo(tmp_path / "memo")
+    entry = bisect.ab_step(good, step, ident="s" * 40, label="step rev", cfg=bisect.MeasureConfig(()), memo=memo,
+                           settings=bisect.StepSettings.make(), session="x", out=out)
+    text = out.getvalue()
+    assert entry.verdict == bisect.SKIP, text
+    assert "the noise exceeded the 5.0% tolerance after 4 rounds" in entry.reason
+    assert "unsure after 2 rounds" in text and "unsure after 3 rounds" in text
+    assert "the noise exceeded" in bisect.progress_line(entry)
+    # alternating rounds, the step first; every measurement named by revision, side and round
+    assert [c.split("-", 1)[1] for c in calls] == ["step-r1", "good-r1", "good-r2", "step-r2",
+                                                  "step-r3", "good-r3", "good-r4", "step-r4"]
+    assert memo.get("s" * 40) == entry  # the verdict is memoised under the revision
+    assert entry.detail["unsure"] and entry.detail["rounds"] == 4
+
+
+def test_a_clear_step_is_decided_in_the_first_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good, step = sides(tmp_path)
+    for step_numbers, verdict in (([60.0, 60.3], bisect.BAD), ([100.0, 100.02], bisect.GOOD)):
+        calls: list[str] = []
+        monkeypatch.setattr(bisect, "measure", fake_measure({"good": [100.0, 100.01], "step": step_numbers}, calls))
+        entry = bisect.ab_step(good, step, ident="s" * 40, label="step rev", cfg=bisect.MeasureConfig(()),
+                               memo=bisect.Memo(tmp_path / verdict), settings=bisect.StepSettings.make(),
+                               session="x", out=io.StringIO())
+        assert entry.verdict == verdict, entry.reason
+        assert len(calls) == 4  # two rounds, nothing more
+
+
+def test_a_step_whose_good_side_fails_is_skipped_and_not_reused(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    good, step = sides(tmp_path)
+    real = fake_measure({"good": [], "step": [100.0]}, [])
+
+    def measure(checkout: Path, cfg: bisect.MeasureConfig, memo: bisect.Memo, ident: str, label: str,
+                **kw: Any) -> bisect.Measurement:
+        if "-good-" in ident:
+            entry = bisect.Measurement(ident, label, bisect.SKIP, "setup failed (exit 1)", None, None, 0.1, "now", "x")
+            memo.put(entry)
+            return entry
+        return real(checkout, cfg, memo, ident, label, **kw)
+
+    monkeypatch.setattr(bisect, "measure", measure)
+    memo = bisect.Memo(tmp_path / "memo")
+    settings = bisect.StepSettings.make()
+    entry = bisect.ab_step(good, step, ident="s" * 40, label="step rev", cfg=bisect.MeasureConfig(()), memo=memo,
+                           settings=settings, session="x", out=io.StringIO())
+    assert entry.verdict == bisect.SKIP
+    assert "the good side could not be measured: setup failed" in entry.reason
+    assert not bisect._reusable(memo.get("s" * 40))  # not the revision's fault: measured again next time
+    with pytest.raises(InfraError, match="cannot measure the good revision"):
+        bisect._check_bad_end(entry, memo, settings, "good rev")
+
+
+def test_step_settings_are_validated() -> None:
+    assert bisect.StepSettings.make() == bisect.StepSettings(2, 4, 0.05, ab.DEFAULT_METRICS, 0.01)
+    assert bisect.StepSettings.make(rounds=6).max_rounds == 6
+    for bad in (dict(rounds=1), dict(rounds=3, max_rounds=2), dict(tolerance=0), dict(alpha=1.5)):
+        with pytest.raises(UsageError):
+            bisect.StepSettings.make(**bad)  # type: ignore[arg-type]
+    s = bisect.StepSettings.make(tolerance=0.1, metrics=["seconds"])
+    assert bisect.StepSettings.from_json(json.loads(json.dumps(s.to_json()))) == s
 
 
 def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: Path, tmp_path: Path) -> None:
@@ -216,12 +378,30 @@ def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: 
     assert "uncommitted changes" in err.getvalue()
     assert "server.py" in err.getvalue()
     git(repo, "checkout", "--", "server.py")
-    # a reference that cannot be measured (pytest collects nothing) is an infrastructure error,
-    # and the original branch is restored anyway
+    # nothing measurable (pytest collects nothing) is an infrastructure error, and the original
+    # branch is restored anyway
     rc = bisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=["-q", "no_such_test.py"],
-                           memo=tmp_path / "m", out=io.StringIO())
-    assert rc == 3
+                           memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
+    assert rc == EXIT_INFRA
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+
+
+def test_a_good_revision_that_cannot_be_measured_is_an_infrastructure_error(repo: Path, counter: Path,
+                                                                            tmp_path: Path) -> None:
+    good = commit(repo, "initial server, build broken", {**base_files(), "extra.py": BROKEN})
+    commit(repo, "fix the build, slow", {"extra.py": FIXED, "server.py": SLOW})
+    err = io.StringIO()
+    sys_stderr, sys.stderr = sys.stderr, err
+    try:
+        rc = bisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
+                               memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
+    finally:
+        sys.stderr = sys_stderr
+    assert rc == EXIT_INFRA, err.getvalue()
+    assert "cannot measure the good revision" in err.getvalue()
+    assert "setup failed" in err.getvalue()
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
 
 
 def test_bad_end_that_does_not_regress_is_not_bisected(repo: Path, counter: Path, tmp_path: Path) -> None:
@@ -229,10 +409,13 @@ def test_bad_end_that_does_not_regress_is_not_bisected(repo: Path, counter: Path
     commit(repo, "docs", {"README": "x\n"})
     out = io.StringIO()
     outcome = bisect.bisect_commits(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS,
-                                    memo=tmp_path / "m", out=out)
-    assert outcome.first_bad is None
+                                    memo=tmp_path / "m", out=out, tolerance=0.25, metrics=METRICS)
+    assert outcome.first_bad is None, out.getvalue()
     assert outcome.candidates == []
-    assert bisect.report(outcome, io.StringIO()) == EXIT_OK
+    assert outcome.visited[0].verdict == bisect.GOOD, out.getvalue()
+    report_out = io.StringIO()
+    assert bisect.report(outcome, report_out) == EXIT_OK
+    assert "no regression to bisect" in report_out.getvalue()
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
 
 
@@ -255,9 +438,10 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
     head_before = git(repo, "rev-parse", "HEAD")
     out = io.StringIO()
     # default memo: <git-dir>/specwatch/bisect, inside the repo whose conftest.py pytest must not
-    # pick up through the --specwatch-reference path while it runs in the worktree
-    outcome = bisect.bisect_patches(repo=repo, base=base, patches=patches, pytest_args=PYTEST_ARGS,
-                                    setup=f"{sys.executable} build.py", out=out)
+    # pick up through a path while it runs in the worktrees
+    kwargs: dict[str, Any] = dict(repo=repo, base=base, patches=patches, pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
+                                  tolerance=0.25, metrics=METRICS)
+    outcome = bisect.bisect_patches(out=out, **kwargs)
     assert outcome.memo_dir.parent == repo / ".git" / "specwatch" / "bisect"
     text = out.getvalue()
     assert outcome.first_bad is not None, text
@@ -266,16 +450,17 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
     assert bisect.patch_index(outcome.last_good) == 3
     by_k = {bisect.patch_index(m.ident): m.verdict for m in outcome.visited}
     assert by_k == {4: bisect.BAD, 2: bisect.SKIP, 1: bisect.GOOD, 3: bisect.GOOD}, text
+    assert "round 2 base: tiny/handle/seconds" in text, text  # bare base re-measured in every step
     # the user's checkout was never touched; the temporary worktrees are gone
     assert git(repo, "rev-parse", "HEAD") == head_before
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
     assert len(git(repo, "worktree", "list").splitlines()) == 1
     first = n_measured(counter)
-    assert first == 4  # base, 4, 1, 3 (2 failed its setup before pytest)
+    assert first == outcome.measured_now - 1  # prefix 2 failed its setup before pytest
+    assert first >= 12  # 4, 1 and 3: at least two rounds of both sides each
     # the report names the patch file
     report_out = io.StringIO()
-    rc = bisect.BisectPatches.run(repo=repo, base=base, patches=patches, pytest_args=PYTEST_ARGS,
-                                  setup=f"{sys.executable} build.py", out=report_out)
+    rc = bisect.BisectPatches.run(out=report_out, **kwargs)
     assert rc == EXIT_REGRESSION
     assert "+4/4 0004-checksum-every-reply.patch" in report_out.getvalue()
     assert n_measured(counter) == first  # all from the memo
@@ -297,18 +482,24 @@ def test_cli_arguments_split_at_double_dash() -> None:
 
     parser = argparse.ArgumentParser()
     bisect.BisectPatches.add_arguments(parser)
-    args = parser.parse_args(["--repo", "r", "--base", "b", "a.patch", "b.patch", "--", "-m", "perf", "--x"])
+    args = parser.parse_args(["--repo", "r", "--base", "b", "--rounds", "3", "a.patch", "b.patch", "--", "-m", "perf",
+                              "--x"])
     assert bisect._split_pytest_args(args.patches_and_args) == (["a.patch", "b.patch"], ["-m", "perf", "--x"])
+    assert bisect._step_options(args) == dict(rounds=3, max_rounds=None, tolerance=0.05, metrics=None, alpha=0.01)
     parser = argparse.ArgumentParser()
     bisect.Bisect.add_arguments(parser)
-    args = parser.parse_args(["--repo", "r", "--good", "g", "--bad", "b", "--", "-m", "perf"])
+    args = parser.parse_args(["--repo", "r", "--good", "g", "--bad", "b", "--max-rounds", "6", "--tolerance", "0.1",
+                              "--metric", "decode_tok_s", "--", "-m", "perf"])
     assert bisect._split_pytest_args(args.pytest_args) == ([], ["-m", "perf"])
+    assert bisect._step_options(args) == dict(rounds=2, max_rounds=6, tolerance=0.1, metrics=["decode_tok_s"],
+                                              alpha=0.01)
 
 
 def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
     memo = bisect.Memo(tmp_path)
     entry = bisect.Measurement(ident="a" * 40, label="x", verdict=bisect.GOOD, reason="r", pytest_rc=0,
-                               results=None, seconds=1.0, measured="2026-01-01T00:00:00+00:00", session="s")
+                               results=None, seconds=1.0, measured="2026-01-01T00:00:00+00:00", session="s",
+                               detail={"kind": "step", "rounds": 2})
     memo.put(entry)
     data = json.loads((tmp_path / f"{'a' * 40}.verdict.json").read_text())
     assert data["version"] == bisect.MEMO_VERSION
@@ -317,3 +508,23 @@ def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
     assert got is not None
     assert got.cached
     assert got.verdict == bisect.GOOD
+    assert got.detail == {"kind": "step", "rounds": 2}
+    # an entry of the single-reference scheme (version 1) is not reused
+    (tmp_path / "old.verdict.json").write_text(json.dumps({**data, "ident": "old", "version": 1}))
+    assert memo.get("old") is None
+
+
+def test_arguments_naming_the_repository_are_warned_about(tmp_path: Path) -> None:
+    out = io.StringIO()
+    cfg = bisect.MeasureConfig(pytest_args=(f"--specwatch-profiles={tmp_path}/profile.toml", "-q"))
+    bisect._warn_repo_paths(tmp_path, cfg, out)
+    assert "write {checkout}" in out.getvalue()
+    quiet = io.StringIO()
+    bisect._warn_repo_paths(tmp_path, bisect.MeasureConfig(pytest_args=("--specwatch-profiles={checkout}/p.toml",)),
+                            quiet)
+    assert quiet.getvalue() == ""
+    side = ab.Side("good", "g", tmp_path / "tree", "g" * 40, "g")
+    got = bisect._side_config(bisect.MeasureConfig(("--p={checkout}/p.toml",), setup="cd {checkout}"), side,
+                              tmp_path / "h.sqlite")
+    assert got.pytest_args == (f"--p={tmp_path}/tree/p.toml", f"--specwatch-history={tmp_path}/h.sqlite")
+    assert got.setup == f"cd {tmp_path}/tree"

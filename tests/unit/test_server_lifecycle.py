@@ -126,3 +126,29 @@ def test_a_killed_worker_is_noticed_before_the_next_request(tmp_path: Path) -> N
         assert f"worker process(es) {worker} died" in server.why_dead() or "exited" in server.why_dead()
     finally:
         server.stop()
+
+
+def test_the_pool_reboots_a_server_whose_worker_was_killed(tmp_path: Path) -> None:
+    """kill -9 of a reference server's scheduler: the next test gets a fresh server, not "cannot connect"."""
+    import urllib.request
+
+    from specwatch.pool import ServerPool
+    from specwatch.profile import ServerProfile
+
+    prof = ServerProfile(name="tiny", model="ref-tiny", device="cpu")
+    notes: list[str] = []
+    pool = ServerPool([prof], tmp_path, boot_timeout=120, progress=notes.append)
+    try:
+        first = pool.get(prof)
+        assert first.process is not None
+        worker = max(first.process.tree_pids() - {first.process.pid})
+        os.kill(worker, signal.SIGKILL)
+        time.sleep(0.5)
+        second = pool.get(prof)
+        assert second is not first and second.process is not None
+        assert second.process.pid != first.process.pid
+        assert any("is dead" in n and str(worker) in n for n in notes) or any("exited" in n for n in notes), notes
+        with urllib.request.urlopen(second.url + "/health_generate", timeout=30) as reply:
+            assert reply.status == 200
+    finally:
+        pool.stop_all()
