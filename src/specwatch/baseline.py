@@ -22,7 +22,7 @@ from typing import Any
 
 from specwatch import stats
 from specwatch.atomic import write_text_atomic
-from specwatch.errors import UsageError
+from specwatch.errors import SpecwatchError, UsageError
 from specwatch.machine import diff_fingerprints
 from specwatch.result import (
     Migration,
@@ -215,6 +215,21 @@ class Baseline:
             f"machine or stack; numbers may not be comparable:\n{lines}"
         )
 
+    def resolution_notes(self, requested: float, alpha: float = 0.01) -> list[str]:
+        """A line per throughput metric whose sessions are too spread for the ``requested`` tolerance."""
+        from specwatch.compare import MIN_SESSIONS, drift_basis
+
+        notes = []
+        for name, m in sorted(self.metrics.items()):
+            sessions = [s["samples"] for s in m.sessions if s.get("samples")]
+            if not name.endswith("tok_s") or len(sessions) < MIN_SESSIONS:
+                continue
+            basis = drift_basis(requested, sessions, None, alpha)
+            if basis.tolerance > requested:
+                notes.append(f"baseline {self.profile} {name} is too noisy for the requested {requested:.1%} "
+                             f"tolerance: {basis.note}")
+        return notes
+
     def to_dict(self) -> dict[str, Any]:
         """On-disk form."""
         return {
@@ -313,6 +328,30 @@ class BaselineStore:
         if found is None:
             raise UsageError(self.missing_message(machine_class, profile))
         return found
+
+    def class_spread(self, machine_class: str, workload: str, metric: str) -> tuple[float, str] | None:
+        """The largest session-to-session spread of ``workload/metric`` among this machine class's
+        baselines with enough sessions, and where it was measured; None when none has enough.
+
+        The prior of a baseline with too few sessions of its own: the largest, so that no healthy
+        server is failed by a spread the class has shown.
+        """
+        from specwatch import stats
+        from specwatch.compare import MIN_SESSIONS
+
+        found: list[tuple[float, str]] = []
+        for mc, profile in self.available():
+            if mc != machine_class:
+                continue
+            try:
+                base = self.load(mc, profile)
+            except SpecwatchError:
+                continue  # a broken neighbour is reported when it is itself used
+            entry = base.get(workload, metric) if base else None
+            sessions = [s["samples"] for s in (entry.sessions if entry else []) if s.get("samples")]
+            if len(sessions) >= MIN_SESSIONS:
+                found.append((stats.session_spread(sessions), f"{profile}: {len(sessions)} sessions"))
+        return max(found) if found else None
 
     def available(self) -> list[tuple[str, str]]:
         """(machine_class, profile) pairs that have a baseline, sorted."""

@@ -177,8 +177,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                                                        same_class=same_class)
             if note and note not in notes:
                 notes.append(note)
-        c = compare.compare(samples, reference, higher_is_better=higher, tolerance=args.tolerance, alpha=args.alpha,
-                            reference_sessions=sessions or None)
+        class_spread = None
+        if key in ref.metrics and ref.machine_class and same_class is not False:
+            from specwatch.baseline import BaselineStore
+
+            _, workload, metric = key.split("/", 2)
+            class_spread = BaselineStore(Path(args.baseline).resolve().parent.parent).class_spread(
+                ref.machine_class, workload, metric)
+        c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance,
+                                 alpha=args.alpha, sessions=sessions or None, class_spread=class_spread)
+        notes.append(f"{key}: {basis.note}")
         rows.append(ReportRow.from_comparison(key, c, unit=unit, samples=samples,
                                               median_ci=stats.bootstrap_median_ci(samples)))
     for line in warnings:
@@ -186,7 +194,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     # the table lists each regression's message under it: printed once
     print(summary_table(rows, title=f"specwatch compare: {args.results} against {ref.label}"))
     for note in notes:
-        print(f"baseline: {note}")
+        print(f"baseline {note}" if note.split(":", 1)[0] in cur.samples else f"baseline: {note}")
     for key in sorted(set(ref.samples) ^ set(cur.samples)):
         print(f"note: {key} is only in {'the baseline' if key in ref.samples else 'the results'}")
     return EXIT_REGRESSION if any(r.is_bad for r in rows) else EXIT_OK
@@ -208,8 +216,12 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
                        results=[r for r in rs.results if r.metric in args.metric])
     store = BaselineStore(args.baseline_dir)
     # all or nothing: record_all builds every file before it writes the first
+    from specwatch.baseline import load_baseline
+
     for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions):
         print(f"wrote {path}")
+        for note in load_baseline(path).resolution_notes(args.tolerance):
+            print(f"warning: {note}")
     return EXIT_OK
 
 
@@ -344,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", type=_existing_file)
     p.add_argument("--baseline-dir", default="baselines")
     p.add_argument("--machine-class", default=None)
+    p.add_argument("--tolerance", type=_fraction, default=0.05,
+                   help="the drift tolerance you want the baseline to resolve (warns when its sessions cannot)")
     p.add_argument("--keep-sessions", type=_positive_int, default=1,
                    help="keep the samples of this many recording sessions, this one included (default 1: replace)")
     p.add_argument("--metric", action="append", default=[],

@@ -244,6 +244,66 @@ def compare(
 
 
 @dataclass(frozen=True)
+class DriftBasis:
+    """The tolerance a drift verdict uses and a sentence on where it came from."""
+
+    tolerance: float
+    note: str
+
+
+def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
+                class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA) -> DriftBasis:
+    """The drift tolerance from data (the one owner of this rule).
+
+    With ``MIN_SESSIONS`` or more recording sessions, their own spread sets it (the change a healthy
+    session exceeds with probability ``alpha``), whatever was requested; the note says whether the
+    requested tolerance is within reach and the smallest slowdown flagged 19 times in 20. With fewer,
+    the spread measured for the machine class (``class_spread``: spread and where it was measured)
+    gives a floor, so a healthy server's boot-to-boot wander is not called a regression; without
+    either, the requested tolerance. The note then says how many more sessions to record.
+    """
+    n = len(sessions or ())
+    if n >= MIN_SESSIONS:
+        dt = stats.drift_tolerance(stats.session_spread(list(sessions or ())), n, alpha)
+        note = (f"tolerance {dt.tolerance:.1%} from the baseline's {n} sessions (spread {dt.spread:.1%}); a "
+                f"slowdown of {dt.detects:.1%} or more is flagged in 19 of 20 runs")
+        if dt.tolerance > requested:
+            note += (f"; the requested {requested:.1%} is below what these sessions can resolve (specwatch ab "
+                     "resolves small changes in one session)")
+        return DriftBasis(dt.tolerance, note)
+    more = MIN_SESSIONS - n
+    record = (f"record {more} more session(s) (--update-baselines with --specwatch-baseline-sessions "
+              f"{MIN_SESSIONS} or more) to judge by this baseline's own spread")
+    if class_spread is not None:
+        spread, where = class_spread
+        dt = stats.drift_tolerance(spread, n, alpha, known=False)
+        tol = max(requested, dt.tolerance)
+        return DriftBasis(tol, f"only {n} recording session(s): the machine class's session spread {spread:.1%} "
+                               f"({where}) sets the tolerance to {tol:.1%}; {record}")
+    return DriftBasis(requested, f"only {n} recording session(s) and no session spread measured for this machine "
+                                 f"class: the requested {requested:.1%} tolerance, which may call the machine's own "
+                                 f"drift a regression; {record}")
+
+
+def drift(
+    current: Sequence[float],
+    reference: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    requested: float = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    sessions: Sequence[Sequence[float]] | None = None,
+    class_spread: tuple[float, str] | None = None,
+) -> tuple[Comparison, DriftBasis]:
+    """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`."""
+    basis = drift_basis(requested, sessions, class_spread, alpha)
+    enough = sessions is not None and len(sessions) >= MIN_SESSIONS
+    cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
+                  reference_sessions=sessions if enough else None)
+    return cmp, basis
+
+
+@dataclass(frozen=True)
 class GateResult:
     """Outcome of ``relative_gate``. ``gain`` is median(a)/median(b) − 1 in the better direction."""
 

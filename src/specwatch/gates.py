@@ -109,12 +109,14 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
         if then is not None and then != now:
             return Outcome("skip", f"{ref.source} was recorded with {key}={then}, this run uses {now}: the two "
                                    f"are not comparable; re-record with --update-baselines")
-    tolerance = prof.tolerance or session.config.tolerance
-    cmp = compare.compare(current, ref.samples, higher_is_better=higher, tolerance=tolerance,
-                          alpha=session.config.alpha, reference_sessions=ref.sessions or None)
+    requested = prof.tolerance or session.config.tolerance
+    cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=requested,
+                               alpha=session.config.alpha, sessions=ref.sessions or None,
+                               class_spread=session.class_spread(workload, metric))
     row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
-                                    median_ci=_ci(current), extra={"reference": ref.source})
-    msg = f"{prof.name} {workload} {metric} vs {ref.source}: {cmp.message}"
+                                    median_ci=_ci(current), extra={"reference": ref.source,
+                                                                    "tolerance_basis": basis.note})
+    msg = f"{prof.name} {workload} {metric} vs {ref.source}: {cmp.message}\n{basis.note}"
     if ref.note:
         msg += f"\nbaseline: {ref.note}"
     if cmp.is_regression and prof.role == "spec":

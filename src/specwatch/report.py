@@ -141,7 +141,7 @@ COLUMNS = ("test/key", "n", "median ± CI", "unit", "baseline", "change", "tol",
 
 
 def fmt_tolerance(tolerance: float | None) -> str:
-    return "-" if tolerance is None else f"±{tolerance * 100:g}%"
+    return "-" if tolerance is None else f"±{tolerance * 100:.3g}%"
 
 
 def _cells(row: ReportRow) -> tuple[str, ...]:

@@ -336,6 +336,15 @@ class Session:
         return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
                          dict(entry.extra), note)
 
+    def class_spread(self, workload: str, metric: str) -> tuple[float, str] | None:
+        """The session-to-session spread measured for this machine class (its stored baselines)."""
+        from specwatch.baseline import BaselineStore
+
+        if self.config.reference:
+            return None
+        return BaselineStore(self.config.path(self.config.baseline_dir)).class_spread(
+            self.machine_class(), workload, metric)
+
     def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
         """Record a check's conclusion for later diagnosis of perf failures."""
         self.findings.append(Finding(check, profile, ok, summary))

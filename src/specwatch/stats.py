@@ -428,3 +428,43 @@ def paired_rounds(ratios: Sequence[float], confidence: float = 0.90) -> PairedRo
     t = float(_sps.t.ppf(0.5 + confidence / 2, df=x.size - 1))
     p = float(2 * _sps.t.sf(abs(mean) / se, df=x.size - 1))
     return PairedRounds(int(x.size), math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se), p, sd)
+
+
+@dataclass(frozen=True)
+class DriftTolerance:
+    """How far a healthy session may land from a baseline, from the session-to-session spread.
+
+    ``tolerance``: the relative change a session of the same, unchanged machine exceeds with
+    probability ``alpha`` (two-sided t prediction interval over ``sessions`` recorded sessions; a
+    spread known only for the machine class uses the normal quantile). ``detects``: the smallest
+    slowdown flagged in 19 of 20 runs at that tolerance (the new session has the same spread).
+    """
+
+    tolerance: float
+    spread: float
+    sessions: int
+    detects: float
+
+
+def drift_tolerance(spread: float, sessions: int, alpha: float = 0.01, *, known: bool = True) -> DriftTolerance:
+    """The tolerance a baseline of ``sessions`` sessions with this ``spread`` (SD of log medians) supports.
+
+    ``known``: the spread was measured on this baseline's own sessions (t with sessions − 1 degrees
+    of freedom); else it is a prior for the machine class (normal quantile, ``sessions`` may be 0).
+    """
+    if spread < 0 or not 0 < alpha < 1:
+        raise ValueError(f"spread must be ≥ 0 and alpha in (0, 1), got {spread}, {alpha}")
+    k = max(sessions, 1)
+    scale = spread * math.sqrt(1.0 + 1.0 / k)
+    q = float(_sps.t.ppf(1 - alpha / 2, k - 1)) if known and k >= 2 else float(_sps.norm.ppf(1 - alpha / 2))
+    z95 = float(_sps.norm.ppf(0.95))
+    return DriftTolerance(tolerance=float(-math.expm1(-q * scale)), spread=spread, sessions=sessions,
+                          detects=float(-math.expm1(-(q + z95) * scale)))
+
+
+def session_spread(sessions: Sequence[Sequence[float]]) -> float:
+    """SD of the log medians of ≥ 2 sessions' samples (≈ the relative session-to-session spread)."""
+    if len(sessions) < 2:
+        raise ValueError(f"need at least 2 sessions, got {len(sessions)}")
+    meds = np.log([median(_as_array(s, "session")) for s in sessions])
+    return float(meds.std(ddof=1))

@@ -116,6 +116,12 @@ def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow], parti
             rs, machine_class=session.machine_class(), keep_sessions=cfg.baseline_sessions)
         for warning in baseline_quality(rs):
             session.progress(warning)
+        from specwatch.baseline import load_baseline
+
+        for path in written:
+            if path.suffix == ".json" and path.parent.parent == cfg.path(cfg.baseline_dir):
+                for note in load_baseline(path).resolution_notes(cfg.tolerance, cfg.alpha):
+                    session.progress(note)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         report.append_step_summary(report.markdown_summary(rows))
     return written

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specwatch import compare as compare_mod
+from specwatch import stats
 from specwatch.compare import GateVerdict, Verdict, compare, relative_gate
 from specwatch.errors import UsageError
 
@@ -303,3 +305,47 @@ def test_compare_warns_when_a_side_has_no_machine_class(tmp_path, capsys):
     assert main(["compare", base, cur]) == EXIT_OK
     out = capsys.readouterr().out
     assert out.startswith(f"warning: {base} records no machine class")
+
+
+# -- the drift tolerance from data (compare_mod.drift_basis, stats.drift_tolerance) ---------------------
+
+
+def test_tolerance_from_a_tight_baseline_is_below_the_flat_five_percent() -> None:
+    sessions = [[100.0 * (1 + 0.005 * ((i % 3) - 1))] * 5 for i in range(12)]  # sessions within ±0.5%
+    basis = compare_mod.drift_basis(0.05, sessions, None, alpha=0.01)
+    assert basis.tolerance < 0.02
+    assert "from the baseline's 12 sessions" in basis.note and "19 of 20" in basis.note
+
+
+def test_a_noisy_baseline_says_the_requested_tolerance_is_out_of_reach() -> None:
+    sessions = [[v] * 5 for v in (100, 106, 95, 103, 97, 108)]
+    basis = compare_mod.drift_basis(0.05, sessions, None, alpha=0.01)
+    assert basis.tolerance > 0.05
+    assert "below what these sessions can resolve" in basis.note
+
+
+def test_few_sessions_take_the_machine_class_spread_so_a_healthy_boot_never_fails() -> None:
+    """gpu-ref-small on a fresh H200: eagle3-untuned's one-session baseline called its boot-to-boot
+    wander (-16.7%) a regression; the class's 19-session spread (6%) now sets the tolerance."""
+    one_session = [[1029.0, 1031.0, 1027.0, 1030.0, 1028.0]]
+    healthy = [857.0, 858.0, 856.0, 859.0, 857.5]  # -16.7%, significant on runs alone
+    cmp, basis = compare_mod.drift(healthy, one_session[0], requested=0.05, sessions=one_session,
+                               class_spread=(0.06, "eagle3-tuned: 19 sessions"))
+    assert cmp.verdict is not Verdict.REGRESSION
+    assert basis.tolerance > 0.167 and "record 2 more session(s)" in basis.note
+    cmp, _ = compare_mod.drift([x * 0.7 for x in healthy], one_session[0], requested=0.05, sessions=one_session,
+                           class_spread=(0.06, "eagle3-tuned: 19 sessions"))
+    assert cmp.verdict is Verdict.REGRESSION  # a 42% slowdown still is one
+
+
+def test_without_any_spread_the_requested_tolerance_is_used_and_said() -> None:
+    basis = compare_mod.drift_basis(0.5, [[1.0, 2.0]], None)
+    assert basis.tolerance == 0.5 and "no session spread measured" in basis.note
+
+
+def test_detects_is_beyond_the_tolerance_and_shrinks_with_spread() -> None:
+    a, b = stats.drift_tolerance(0.02, 40), stats.drift_tolerance(0.01, 40)
+    assert a.detects > a.tolerance > b.tolerance and a.detects > b.detects
+    # the committed ref-large baseline: spread 2.4% over 45 sessions -> a 4% slowdown is out of reach
+    large = stats.drift_tolerance(0.0238, 45)
+    assert large.detects > 0.09
