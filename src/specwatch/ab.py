@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import statistics
 import sys
 import uuid
@@ -88,19 +87,17 @@ class ABOutcome:
 
 
 def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, bool]]:
-    """key -> (samples, unit, higher_is_better) of a results file; empty when unreadable."""
+    """key -> (samples, unit, higher_is_better) of a results file (read by the versioned loader,
+    older versions migrated); empty when it is missing, unreadable or of another format."""
+    from specwatch.result import ResultSet
+
     if path is None:
         return {}
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        rs = ResultSet.load(path)
+    except (SpecwatchError, OSError):
         return {}
-    out: dict[str, tuple[list[float], str, bool]] = {}
-    for entry in (data.get("results") or []) if isinstance(data, dict) else []:
-        if isinstance(entry, dict) and entry.get("samples") and "key" in entry:
-            out[str(entry["key"])] = ([float(x) for x in entry["samples"]], str(entry.get("unit", "")),
-                                      bool(entry.get("higher_is_better", True)))
-    return out
+    return {r.key: ([float(x) for x in r.samples], r.unit, r.higher_is_better) for r in rs.results if r.samples}
 
 
 def decide(rounds: stats.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:

@@ -267,28 +267,13 @@ class Series:
 
 
 def read_series(path: str | Path | None) -> dict[str, Series]:
-    """Key -> Series of a results file; empty when the file is missing or unreadable."""
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    out: dict[str, Series] = {}
-    if not isinstance(data, dict):
-        return out
-    for entry in data.get("results") or []:
-        samples = [float(x) for x in entry.get("samples") or []]
-        if not samples or "key" not in entry:
-            continue
-        out[entry["key"]] = Series(
-            key=entry["key"],
-            median=statistics.median(samples),
-            unit=str(entry.get("unit", "")),
-            higher_is_better=bool(entry.get("higher_is_better", True)),
-            n=len(samples),
-        )
-    return out
+    """Key -> Series of a results file; empty when the file is missing or unreadable (one reader:
+    :func:`specwatch.ab.samples_of`, the versioned results loader)."""
+    from specwatch.ab import samples_of
+
+    return {key: Series(key=key, median=statistics.median(samples), unit=unit, higher_is_better=higher,
+                        n=len(samples))
+            for key, (samples, unit, higher) in samples_of(path).items()}
 
 
 def _fmt(x: float) -> str:

@@ -24,6 +24,7 @@ import pytest
 
 from specwatch import ab, bisect
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, UsageError
+from specwatch.result import Result, ResultSet
 
 SERVER = '''"""A tiny server whose cost depends on its work."""
 
@@ -281,8 +282,8 @@ def fake_measure(numbers: dict[str, list[float]], calls: list[str]) -> Any:
         value = numbers[side].pop(0)
         calls.append(ident)
         results = memo.results_path(ident)
-        results.write_text(json.dumps({"results": [{"key": "p/w/output_tok_s", "unit": "tok/s",
-                                                    "higher_is_better": True, "samples": [value] * 3}]}))
+        ResultSet(results=[Result.make("p", "w", "output_tok_s", unit="tok/s", higher_is_better=True,
+                                       samples=[value] * 3)]).save(results)
         entry = bisect.Measurement(ident, label, bisect.GOOD, "ok", 0, str(results), 1.0, "now", session)
         memo.put(entry)
         return entry
