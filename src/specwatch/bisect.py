@@ -118,7 +118,7 @@ class MeasureConfig:
 
 
 @dataclass
-class Measurement:
+class RevisionRun:
     """The memoised outcome of measuring one revision (a commit or a patch prefix)."""
 
     ident: str  # commit sha, or "prefix-<k>-<hash>"
@@ -141,7 +141,7 @@ class Measurement:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
+    def from_json(cls, data: Mapping[str, Any]) -> RevisionRun:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "cached"}
         return cls(**known, cached=True)
 
@@ -233,7 +233,7 @@ class Memo:
     def log_path(self, ident: str) -> Path:
         return self.root / f"{ident}.log"
 
-    def get(self, ident: str) -> Measurement | None:
+    def get(self, ident: str) -> RevisionRun | None:
         path = self.entry_path(ident)
         try:
             data = json.loads(path.read_text())
@@ -241,12 +241,12 @@ class Memo:
             return None
         if not isinstance(data, dict) or data.get("version") != MEMO_VERSION or "verdict" not in data:
             return None
-        return Measurement.from_json(data)
+        return RevisionRun.from_json(data)
 
-    def put(self, measurement: Measurement) -> None:
+    def put(self, measurement: RevisionRun) -> None:
         _atomic_write_json(self.entry_path(measurement.ident), measurement.to_json())
 
-    def entries(self) -> list[Measurement]:
+    def entries(self) -> list[RevisionRun]:
         found = [self.get(p.name[: -len(".verdict.json")]) for p in self.root.glob("*.verdict.json")]
         return [m for m in found if m is not None]
 
@@ -357,7 +357,7 @@ def measure(
     reference: Path | None,
     commit: str,
     session: str,
-) -> Measurement:
+) -> RevisionRun:
     """Set up and measure one checkout; store and return the memo entry."""
     start = time.monotonic()
     results = memo.results_path(ident)
@@ -389,7 +389,7 @@ def measure(
             if ok:
                 shutil.copyfile(tmp_results, results)
         log.write(f"\n[specwatch] verdict: {verdict} ({reason})\n")
-    entry = Measurement(
+    entry = RevisionRun(
         ident=ident,
         label=label,
         verdict=verdict,
@@ -416,7 +416,7 @@ def _sorted_keys(detail: Mapping[str, Any]) -> list[dict[str, Any]]:
     return sorted(detail.get("keys") or [], key=worse_first)
 
 
-def key_numbers(m: Measurement, limit: int = 2) -> str:
+def key_numbers(m: RevisionRun, limit: int = 2) -> str:
     """'key 82.0 vs 89.0 tok/s (-7.9%, 2 rounds)' for the most worsened keys of a step's A/B."""
     parts = []
     for k in _sorted_keys(m.detail)[:limit]:
@@ -426,7 +426,7 @@ def key_numbers(m: Measurement, limit: int = 2) -> str:
     return "; ".join(parts) + (f" over {rounds} rounds" if parts and rounds else "")
 
 
-def progress_line(m: Measurement) -> str:
+def progress_line(m: RevisionRun) -> str:
     """One line per step: rev, subject, verdict, key numbers, where the verdict came from."""
     label = m.label if len(m.label) <= 48 else m.label[:45] + "..."
     numbers = key_numbers(m)
@@ -482,7 +482,7 @@ def ab_step(
     settings: StepSettings,
     session: str,
     out: TextIO,
-) -> Measurement:
+) -> RevisionRun:
     """Measure ``step`` against ``good`` in alternating rounds; store and return the step's verdict entry.
 
     Round r's measurements are memo entries ``<ident>-<side>-r<r>``; the verdict entry is ``ident``,
@@ -492,12 +492,12 @@ def ab_step(
     start = time.monotonic()
     history = memo.root / f"history-{session}.sqlite"  # the rounds stay out of the user's history
     taken: dict[str, list[dict[str, tuple[list[float], str, bool]]]] = {good.name: [], step.name: []}
-    last_step: Measurement | None = None
+    last_step: RevisionRun | None = None
     keys: list[ab.KeyVerdict] = []
     detail: dict[str, Any] = {"kind": "step", "good": good.label, "settings": settings.to_json()}
 
-    def entry(verdict: str, reason: str, rounds: int, **more: Any) -> Measurement:
-        made = Measurement(
+    def entry(verdict: str, reason: str, rounds: int, **more: Any) -> RevisionRun:
+        made = RevisionRun(
             ident=ident, label=label, verdict=verdict, reason=reason,
             pytest_rc=last_step.pytest_rc if last_step else None,
             results=last_step.results if last_step else None,
@@ -542,13 +542,13 @@ def ab_step(
     return entry(verdict, reason, done, unsure=verdict == SKIP)
 
 
-def _reusable(entry: Measurement | None) -> bool:
+def _reusable(entry: RevisionRun | None) -> bool:
     """A memoised step verdict that is about the step: not one the good side could not be measured for."""
     return entry is not None and entry.detail.get("kind") == "step" and entry.detail.get("failed_side") not in (
         "good", "base")
 
 
-def _check_bad_end(entry: Measurement, store: Memo, settings: StepSettings, good_label: str) -> None:
+def _check_bad_end(entry: RevisionRun, store: Memo, settings: StepSettings, good_label: str) -> None:
     """The bad end's step says whether the good revision can be measured at all: raise if it cannot."""
     failed = entry.detail.get("failed_side")
     if entry.verdict == SKIP and failed in ("good", "base"):
@@ -579,13 +579,13 @@ def _warn_repo_paths(top: Path, cfg: MeasureConfig, out: TextIO) -> None:
 
 
 @dataclass
-class Outcome:
+class BisectOutcome:
     """What a bisection found; idents are commit shas or patch-prefix ids."""
 
     first_bad: str | None  # None when skipped revisions leave it ambiguous (see candidates)
     last_good: str | None
     candidates: list[str]  # ambiguous range, in order; [first_bad] when found
-    visited: list[Measurement]  # in visiting order
+    visited: list[RevisionRun]  # in visiting order
     measured_now: int  # how many measurements this run made (the rest came from the memo)
     memo_dir: Path
     labels: dict[str, str] = field(default_factory=dict)  # names of idents without a step entry (good, base)
@@ -692,7 +692,7 @@ def bisect_commits(
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     out: TextIO | None = None,
-) -> Outcome:
+) -> BisectOutcome:
     """Find the first commit in good..bad that an A/B against `good` calls a regression.
 
     Every step measures its commit (checked out by ``git bisect run``) and `good` (a detached
@@ -731,7 +731,7 @@ def bisect_commits(
     print(f"{PREFIX} {top}: good {good_sha[:10]}, bad {bad_sha[:10]}, memo {store.root}", file=out, flush=True)
     print(f"{PREFIX} every step: an A/B against good {good_label}, {settings.describe()}", file=out, flush=True)
     _warn_repo_paths(top, cfg, out)
-    visited: list[Measurement] = []
+    visited: list[RevisionRun] = []
     first_bad: str | None = None
     candidates: list[str] = []
     try:
@@ -757,7 +757,7 @@ def bisect_commits(
             _check_bad_end(bad_entry, store, settings, good_label)
             visited.append(bad_entry)
             if bad_entry.verdict != BAD:
-                return Outcome(None, None, [], visited, _count_session(store, session), store.root,
+                return BisectOutcome(None, None, [], visited, _count_session(store, session), store.root,
                                {good_sha: _subject(top, good_sha)})
             started = _git(top, "bisect", "start", bad_sha, good_sha)
             done = re.search(r"^([0-9a-f]{40}) is the first bad commit", started, re.M)
@@ -775,7 +775,7 @@ def bisect_commits(
     last_good = None
     if first_bad is not None:
         last_good = _last_good_ancestor(top, store, first_bad, good_sha)
-    return Outcome(first_bad, last_good, candidates, visited, _count_session(store, session), store.root,
+    return BisectOutcome(first_bad, last_good, candidates, visited, _count_session(store, session), store.root,
                    {good_sha: _subject(top, good_sha)})
 
 
@@ -885,7 +885,7 @@ def bisect_patches(
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     out: TextIO | None = None,
-) -> Outcome:
+) -> BisectOutcome:
     """Find the first patch whose cumulative inclusion an A/B against bare `base` calls a regression.
 
     Idents are ``prefix-<k>-<hash>``; ``first_bad``/``candidates`` hold those of the patches'
@@ -924,7 +924,7 @@ def bisect_patches(
     with _worktree(top, base_sha) as base_tree:
         base_side = ab.Side("base", base_label, base_tree, base_sha, idents[0])
 
-        def verdict_of(k: int) -> Measurement:
+        def verdict_of(k: int) -> RevisionRun:
             entry = store.get(idents[k])
             if not _reusable(entry):
                 try:
@@ -939,7 +939,8 @@ def bisect_patches(
         visited = [verdict_of(n)]
         _check_bad_end(visited[0], store, settings, base_label)
         if visited[0].verdict != BAD:
-            return Outcome(None, None, [], visited, _count_session(store, session), store.root, {idents[0]: "base"})
+            return BisectOutcome(None, None, [], visited, _count_session(store, session), store.root,
+                                 {idents[0]: "base"})
         lo, hi, skipped = 0, n, set()
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -957,8 +958,8 @@ def bisect_patches(
                 skipped.add(k)
     measured, labels = _count_session(store, session), {idents[0]: "base"}
     if hi - lo == 1:
-        return Outcome(idents[hi], idents[lo], [idents[hi]], visited, measured, store.root, labels)
-    return Outcome(None, idents[lo], idents[lo + 1 : hi + 1], visited, measured, store.root, labels)
+        return BisectOutcome(idents[hi], idents[lo], [idents[hi]], visited, measured, store.root, labels)
+    return BisectOutcome(None, idents[lo], idents[lo + 1 : hi + 1], visited, measured, store.root, labels)
 
 
 def patch_index(ident: str) -> int:
@@ -978,7 +979,7 @@ def _measure_prefix(
     settings: StepSettings,
     session: str,
     out: TextIO,
-) -> Measurement:
+) -> RevisionRun:
     """Build the prefix in a worktree of its own and A/B it against bare base (``base_side``)."""
     with _worktree(top, base_sha) as tree:
         for p in paths:
@@ -986,7 +987,7 @@ def _measure_prefix(
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 store.log_path(ident).write_text(proc.stderr)
-                entry = Measurement(
+                entry = RevisionRun(
                     ident=ident, label=label, verdict=SKIP,
                     reason=f"{p.name} does not apply: {proc.stderr.strip().splitlines()[0] if proc.stderr else ''}",
                     pytest_rc=None, results=None, seconds=0.0,
@@ -1004,7 +1005,7 @@ def _measure_prefix(
 # reports and commands
 
 
-def _ab_table(entry: Measurement | None, title: str) -> list[str]:
+def _ab_table(entry: RevisionRun | None, title: str) -> list[str]:
     """A step's A/B, one line a key: good and step medians, ratio with its CI, per-round changes."""
     keys = _sorted_keys(entry.detail) if entry is not None else []
     if entry is None or not keys:
@@ -1023,7 +1024,7 @@ def _ab_table(entry: Measurement | None, title: str) -> list[str]:
     return lines
 
 
-def report(outcome: Outcome, out: TextIO, describe: Mapping[str, str] | None = None) -> int:
+def report(outcome: BisectOutcome, out: TextIO, describe: Mapping[str, str] | None = None) -> int:
     """Print the verdict of a bisection; return the specwatch exit code."""
     store = Memo(outcome.memo_dir)
     describe = {**outcome.labels, **(describe or {})}

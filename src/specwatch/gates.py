@@ -6,9 +6,11 @@ gates run from any test file a user writes.
 
 from __future__ import annotations
 
+import functools
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specwatch import compare, stats
 from specwatch.diagnose import SpecDiagnosis, median_gap_ms
@@ -21,6 +23,19 @@ if TYPE_CHECKING:
 METRIC = "output_tok_s"
 #: Speculation changes the decode phase only; its gates compare decode throughput (TTFT excluded).
 DECODE_METRIC = "decode_tok_s"
+
+
+def recorded(gate: Callable[..., Outcome]) -> Callable[..., Outcome]:
+    """A gate hands its verdict rows to the session itself (summary table, results, benchmark.json,
+    JUnit through the plugin), so a user's test that calls it needs no helper fixture."""
+
+    @functools.wraps(gate)
+    def run(session: Session, *args: Any, **kwargs: Any) -> Outcome:
+        outcome = gate(session, *args, **kwargs)
+        session.verdict_rows.extend(outcome.rows)
+        return outcome
+
+    return run
 
 
 @dataclass
@@ -69,6 +84,7 @@ def _findings_text(session: Session, *profiles: str) -> list[str]:
     return lines
 
 
+@recorded
 def floor(session: Session, profile: str, workload: str = "single-stream") -> Outcome:
     """Absolute floor of a profile's median tok/s (``floor_tok_s`` in its profile)."""
     prof = session.profile_for(profile)
@@ -85,6 +101,7 @@ def floor(session: Session, profile: str, workload: str = "single-stream") -> Ou
     return Outcome("pass" if m.median_tok_s >= prof.floor_tok_s else "fail", msg, [row])
 
 
+@recorded
 def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Outcome:
     """This run against the stored baseline (or ``--specwatch-reference``): regression = worse than
     the tolerance AND significant; a noisy or too-small sample is reported as inconclusive."""
@@ -126,6 +143,7 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     return Outcome("fail" if cmp.is_regression else "pass", msg, [row])
 
 
+@recorded
 def speculation_beats_baseline(session: Session, workload: str = "single-stream") -> Outcome:
     """Speculative ≥ baseline × (1 + margin), measured in this session; fails with the diagnosis."""
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
@@ -166,6 +184,7 @@ def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str
     return f"{gain.verdict.value}: {gain.gain * 100:+.1f}%", gain.verdict.value
 
 
+@recorded
 def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outcome:
     """Tuned ≥ untuned × (1 − tolerance); "no measurable effect" is reported, never called a win.
 

@@ -39,6 +39,19 @@ specwatch_machine_class = "ci-cpu"
 """
 
 
+USER_TEST = """
+import pytest
+from specwatch import gates
+
+pytestmark = pytest.mark.perf
+
+
+def test_my_own_drift_check(specwatch_session):
+    outcome = gates.drift(specwatch_session, "plain", metric="decode_tok_s")
+    assert not outcome.failed, outcome.message
+"""
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("silent")
@@ -88,6 +101,12 @@ def test_baselines_reports_and_history_go_to_the_project(project: tuple[Path, Pa
         runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     assert runs == 3  # every perf run, the failing one included, and nothing else
     assert sorted(p.name for p in profile.parent.iterdir()) == ["p.toml"]
+    # a user's own test calls a gate without the suite's helper fixture: its row still reaches the table
+    (proj / "tests" / "perf" / "test_user.py").write_text(USER_TEST)
+    out = _run(proj, profile, "tests/perf/test_user.py")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    row = next(line for line in out.stdout.splitlines() if line.startswith("plain/single-stream/decode_tok_s"))
+    assert row.split()[-1] != "new" and "±50%" in row, out.stdout[-3000:]  # judged against the baseline
 
 
 def test_a_run_without_perf_tests_adds_no_history(project: tuple[Path, Path], tmp_path: Path) -> None:

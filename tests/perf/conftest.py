@@ -1,4 +1,8 @@
-"""Shared helper of the perf tests: turn a gate Outcome into pass, skip or a failing assertion."""
+"""Shared helper of the perf tests: turn a gate Outcome into pass, skip or a failing assertion.
+
+The gates record their own verdict rows in the session (summary table, results, benchmark.json);
+this helper only adds them to the test's JUnit properties and asserts.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,9 @@ from specwatch.session import Session
 
 @pytest.fixture
 def enforce(specwatch_session: Session, request: pytest.FixtureRequest) -> Callable[[Outcome], None]:
-    """Record the outcome's rows (summary table, JUnit properties), then skip, fail or pass the test."""
+    """Add the outcome's rows to the JUnit properties, then skip, fail or pass the test."""
 
     def check(outcome: Outcome) -> None:
-        specwatch_session.verdict_rows.extend(outcome.rows)
         add_user_properties(request.node, outcome.rows)
         if outcome.status == "skip":
             pytest.skip(outcome.message)

@@ -276,7 +276,7 @@ def fake_measure(numbers: dict[str, list[float]], calls: list[str]) -> Any:
     """A stand-in for bisect.measure: side name -> the medians its measurements give, in turn."""
 
     def measure(checkout: Path, cfg: bisect.MeasureConfig, memo: bisect.Memo, ident: str, label: str, *,
-                reference: Path | None, commit: str, session: str) -> bisect.Measurement:
+                reference: Path | None, commit: str, session: str) -> bisect.RevisionRun:
         assert reference is None
         side = ident.rsplit("-", 2)[1]
         value = numbers[side].pop(0)
@@ -284,7 +284,7 @@ def fake_measure(numbers: dict[str, list[float]], calls: list[str]) -> Any:
         results = memo.results_path(ident)
         ResultSet(results=[Result.make("p", "w", "output_tok_s", unit="tok/s", higher_is_better=True,
                                        samples=[value] * 3)]).save(results)
-        entry = bisect.Measurement(ident, label, bisect.GOOD, "ok", 0, str(results), 1.0, "now", session)
+        entry = bisect.RevisionRun(ident, label, bisect.GOOD, "ok", 0, str(results), 1.0, "now", session)
         memo.put(entry)
         return entry
 
@@ -336,9 +336,9 @@ def test_a_step_whose_good_side_fails_is_skipped_and_not_reused(tmp_path: Path,
     real = fake_measure({"good": [], "step": [100.0]}, [])
 
     def measure(checkout: Path, cfg: bisect.MeasureConfig, memo: bisect.Memo, ident: str, label: str,
-                **kw: Any) -> bisect.Measurement:
+                **kw: Any) -> bisect.RevisionRun:
         if "-good-" in ident:
-            entry = bisect.Measurement(ident, label, bisect.SKIP, "setup failed (exit 1)", None, None, 0.1, "now", "x")
+            entry = bisect.RevisionRun(ident, label, bisect.SKIP, "setup failed (exit 1)", None, None, 0.1, "now", "x")
             memo.put(entry)
             return entry
         return real(checkout, cfg, memo, ident, label, **kw)
@@ -498,7 +498,7 @@ def test_cli_arguments_split_at_double_dash() -> None:
 
 def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
     memo = bisect.Memo(tmp_path)
-    entry = bisect.Measurement(ident="a" * 40, label="x", verdict=bisect.GOOD, reason="r", pytest_rc=0,
+    entry = bisect.RevisionRun(ident="a" * 40, label="x", verdict=bisect.GOOD, reason="r", pytest_rc=0,
                                results=None, seconds=1.0, measured="2026-01-01T00:00:00+00:00", session="s",
                                detail={"kind": "step", "rounds": 2})
     memo.put(entry)
