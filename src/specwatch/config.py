@@ -97,11 +97,12 @@ class Option:
     parse: Callable[[str], Any] = str
     default: Any = None
     is_flag: bool = False
-    long_flag: str | None = None  # a flag name other than --specwatch-<name>
+    #: older spellings still accepted (``--server-url``, ``--update-baselines``); the flag is always prefixed
+    aliases: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
-        return self.long_flag or "--specwatch-" + self.name.replace("_", "-")
+        return "--specwatch-" + self.name.replace("_", "-")
 
     @property
     def env(self) -> str:
@@ -121,7 +122,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("tp", "tensor-parallel size for --specwatch-engine", _positive_int, 1),
     Option("device", "device for reference servers: auto|cpu|cuda", _device, "auto"),
     Option("server_url", "use an already running server at this URL instead of booting one",
-           long_flag="--server-url"),
+           aliases=("--server-url",)),
     Option("server_log", "with --server-url: the running server's log file (stderr), for the checks that "
            "read engine and NCCL log lines"),
     Option("boot_timeout", "seconds a server may take to become ready", _positive_float, 900.0),
@@ -136,7 +137,7 @@ OPTIONS: tuple[Option, ...] = (
            "(default: the folder of the pytest ini file, else the nearest folder above the working directory "
            "that has one; never pytest's rootdir guess)"),
     Option("update_baselines", "write baselines from this run's measurements", _bool, False, True,
-           "--update-baselines"),
+           ("--update-baselines",)),
     Option("baseline_sessions", "with --update-baselines: keep the samples of this many recording sessions "
            "(1 replaces the baseline)", _positive_int, 1),
     Option("results", "write this run's results file (JSON) here"),

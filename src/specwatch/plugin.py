@@ -30,9 +30,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         extra = f" [env {opt.env}, ini {opt.ini}]"
         if opt.is_flag:
-            group.addoption(opt.flag, action="store_true", default=None, dest=opt.ini, help=opt.help + extra)
+            group.addoption(opt.flag, *opt.aliases, action="store_true", default=None, dest=opt.ini,
+                            help=opt.help + extra)
         else:
-            group.addoption(opt.flag, default=None, dest=opt.ini, metavar=opt.name.upper(), help=opt.help + extra)
+            group.addoption(opt.flag, *opt.aliases, default=None, dest=opt.ini, metavar=opt.name.upper(),
+                            help=opt.help + extra)
         parser.addini(opt.ini, help=opt.help, default=None)
 
 

@@ -55,7 +55,9 @@ def test_every_option_maps_to_a_config_field() -> None:
     assert {o.name for o in OPTIONS} <= fields
     flags = [o.flag for o in OPTIONS]
     assert len(flags) == len(set(flags))
-    assert "--server-url" in flags and "--update-baselines" in flags
+    assert all(f.startswith("--specwatch-") for f in flags)  # every flag carries the plugin's prefix
+    aliases = {a for o in OPTIONS for a in o.aliases}
+    assert aliases == {"--server-url", "--update-baselines"}  # the older spellings still work
 
 
 def test_paths_resolve_against_rootdir(tmp_path: Path) -> None:
