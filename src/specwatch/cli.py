@@ -279,7 +279,8 @@ def _cmd_history_show(args: argparse.Namespace) -> int:
             print(f"{key} ({len(points)} runs)")
             for p in points:
                 print(f"  {p.time}  {(p.commit or '-')[:10]:10}  {p.machine_class or '-':16} "
-                      f"median {p.median:.4g} {p.unit}  n={len(p.samples)}")
+                      f"median {p.median:.4g} {p.unit}  n={len(p.samples)}"
+                      + (f"  (partial: {p.partial})" if p.partial else ""))
     return EXIT_OK
 
 
@@ -289,7 +290,9 @@ def _cmd_history_changes(args: argparse.Namespace) -> int:
     found = 0
     with _history(args) as hist:
         for key in _keys(hist, args):
-            points = [p for p in hist.series(key, machine_class=args.machine_class) if math.isfinite(p.median)]
+            # partial runs (interrupted, or some tests could not measure) are left out of change points
+            points = [p for p in hist.series(key, machine_class=args.machine_class)
+                      if math.isfinite(p.median) and not p.partial]
             for cp in detect([p.median for p in points], alpha=args.alpha, test=args.test):
                 found += 1
                 at = points[cp.index]

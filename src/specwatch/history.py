@@ -68,6 +68,8 @@ class SeriesPoint:
     median: float
     unit: str
     higher_is_better: bool
+    #: why the run was incomplete ("" for a complete run): interrupted, or tests that could not measure
+    partial: str = ""
 
 
 class History:
@@ -196,7 +198,7 @@ class History:
         """One metric's points ordered by time (then by insertion)."""
         sql = (
             "SELECT u.id, u.time, u.commit_id, u.machine_class, r.samples, r.median, r.unit,"
-            " r.higher_is_better FROM results r JOIN runs u ON u.id = r.run_id WHERE r.key = ?"
+            " r.higher_is_better, r.extra FROM results r JOIN runs u ON u.id = r.run_id WHERE r.key = ?"
         )
         args: list[Any] = [key]
         if machine_class is not None:
@@ -204,10 +206,14 @@ class History:
             args.append(machine_class)
         sql += " ORDER BY u.time, u.id"
         out = []
-        for rid, t, commit, mc, samples, med, unit, hib in self.conn.execute(sql, args):
+        for rid, t, commit, mc, samples, med, unit, hib, extra in self.conn.execute(sql, args):
             xs = tuple(float(s) for s in json.loads(samples))
+            try:
+                partial = json.loads(extra).get("partial") or ""
+            except (ValueError, AttributeError):
+                partial = ""
             out.append(SeriesPoint(int(rid), t, commit, mc, xs, float(med) if med is not None
-                                   else float("nan"), unit, bool(hib)))  # fmt: skip
+                                   else float("nan"), unit, bool(hib), str(partial)))  # fmt: skip
         return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -184,3 +185,24 @@ def test_change_points_skip_runs_without_samples(tmp_path, capsys):
         h.append(empty)
     code, out, _ = _cli(["history", "changes", "--history", str(db), "baseline/single-stream/output_tok_s"], capsys)
     assert code == EXIT_OK and "change at run" in out
+
+
+def test_partial_runs_are_shown_as_such_and_left_out_of_change_points(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+    from specwatch.history import History
+    from specwatch.result import Result, ResultSet
+
+    path = tmp_path / "h.sqlite"
+    with History(path) as hist:
+        for i in range(12):
+            partial = "interrupted" if i == 11 else ""
+            level = 100.0 if i < 11 else 50.0  # the only drop is the interrupted run
+            r = Result.make("p", "w", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                            samples=[level + 0.1 * j for j in range(5)], extra={"partial": partial} if partial else {})
+            hist.append(ResultSet(results=[r], machine={"machine_class": "c"}), time=f"2026-01-{i + 1:02d}T00:00:00")
+    assert main(["history", "show", "--history", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(partial: interrupted)") == 1
+    assert main(["history", "changes", "--history", str(path)]) == 0
+    assert "no change points found" in capsys.readouterr().out
