@@ -120,16 +120,24 @@ class _Measuring:
         self.runs: list[RunSample] = []
         self.next_slot = wl.warmup
 
-    async def warm_up(self) -> None:
-        """Warm-up runs (excluded), the flush, and the counters before the timed runs."""
+    async def warm_up(self, note: Progress | None = None) -> None:
+        """Warm-up runs (excluded), the flush, and the counters before the timed runs.
+
+        SGLang answers ``/flush_cache`` with 400 while it is not idle; the flush is asked again
+        once after a second, and a flush that never took is said (the accept-length check then
+        relies on the counters' deltas, not on the reset).
+        """
         wl, per = self.wl, self.per
         warm_start = time.perf_counter()
         for i in range(wl.warmup):
             await _one_run(self.client, self.prompts[i * per:(i + 1) * per], wl)
         while time.perf_counter() - warm_start < wl.warmup_s:  # same prompts: every run is a repeat
             await _one_run(self.client, self.prompts[:per], wl)
-        if wl.flush_after_warmup:
-            await self.client.flush_cache()
+        if wl.flush_after_warmup and not await self.client.flush_cache():
+            await asyncio.sleep(1.0)
+            if not await self.client.flush_cache() and note is not None:
+                note(f"{self.server.profile.name}: /flush_cache was refused twice (server not idle?); its "
+                     "accept-length counters are not reset for this window")
         self.info_before = await self.client.server_info()
         self.text_before = await self.client.metrics()
         self.log_start = self.server.log_size()
@@ -188,7 +196,7 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
         for server in servers:
             client = await stack.enter_async_context(Client(server.url))
             side = _Measuring(server, wl, client)
-            await side.warm_up()
+            await side.warm_up(note)
             sides.append(side)
         started = time.perf_counter()
         last_note = started

@@ -90,3 +90,50 @@ def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: 
     assert "".join(order[2:]) == "ABBAABBA"
     assert (a.profile, len(a.runs), b.profile, len(b.runs)) == ("A", 4, "B", 4)
     assert a.server_info_after == {"url": "A"} and b.server_info_after == {"url": "B"}
+
+
+def test_a_refused_flush_is_asked_again_then_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang 0.5.23 answers /flush_cache with 400 while not idle: asked once more, then reported."""
+    import asyncio
+
+    from specwatch import measure as measure_mod
+
+    answers = {"A": [False, True], "B": [False, False]}
+    asked: list[str] = []
+
+    class Refusing:
+        def __init__(self, url: str) -> None:
+            self.url = url
+
+        async def flush_cache(self) -> bool:
+            asked.append(self.url)
+            return answers[self.url].pop(0)
+
+        async def server_info(self) -> dict:
+            return {}
+
+        async def metrics(self) -> None:
+            return None
+
+    class FakeServer:
+        def __init__(self, name: str) -> None:
+            self.url = name
+            self.profile = type("P", (), {"name": name})()
+
+        def log_size(self) -> int:
+            return 0
+
+    async def no_run(*args: object) -> None:
+        return None
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(measure_mod, "_one_run", no_run)
+    monkeypatch.setattr(measure_mod.asyncio, "sleep", no_sleep)
+    notes: list[str] = []
+    for name in ("A", "B"):
+        side = measure_mod._Measuring(FakeServer(name), Workload("w", runs=2, warmup=1), Refusing(name))
+        asyncio.run(side.warm_up(notes.append))
+    assert asked == ["A", "A", "B", "B"]
+    assert len(notes) == 1 and notes[0].startswith("B: /flush_cache was refused twice")
