@@ -53,7 +53,13 @@ NCCL_DEBUG_ENV: dict[str, str] = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "EN
 ENGINES = ("reference", "sglang")
 ENV_APPLY = ("launch", "sitecustomize")
 SGLANG_LAUNCHERS = ("sglang serve", "python -m sglang.launch_server")
-ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+#: SGLang 0.5.23's built-in --speculative-algorithm values (srt/arg_groups/fields/spec.py:31)
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+#: what the reference server implements (chain drafting with a draft model, greedy verification)
+REFERENCE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+#: SGLang flags (and their accepted prefixes) that multiply the GPUs one server occupies beyond --tp-size
+PARALLEL_FLAGS = {"--dp-size": "--dp-size", "--dp": "--dp-size", "--data-parallel-size": "--dp-size",
+                  "--pp-size": "--pp-size", "--pp": "--pp-size", "--pipeline-parallel-size": "--pp-size"}
 
 
 @dataclass(frozen=True)
@@ -109,8 +115,10 @@ class ServerProfile:
 
     @property
     def gpus_needed(self) -> int:
-        """GPUs the server occupies (0 on CPU)."""
-        return 0 if self.device == "cpu" else self.tp
+        """GPUs the server occupies (0 on CPU): tp × dp × pp, with dp and pp from ``extra_args``."""
+        if self.device == "cpu":
+            return 0
+        return self.tp * parallel_size(self.extra_args, "--dp-size") * parallel_size(self.extra_args, "--pp-size")
 
     def server_args(self, host: str, port: int) -> list[str]:
         """Flags shared by SGLang 0.5.23 and the reference server."""
@@ -553,6 +561,23 @@ def _error(where: str, exc: _Invalid) -> UsageError:
     return UsageError(_one_line(f"{where}{exc.at}: {exc.message}"))
 
 
+def parallel_size(args: tuple[str, ...] | list[str], flag: str) -> int:
+    """The value of ``flag`` (``--dp-size`` or ``--pp-size``, any accepted spelling) in ``args``; 1 if unset."""
+    value = 1
+    for i, arg in enumerate(args):
+        name, eq, inline = arg.partition("=")
+        if PARALLEL_FLAGS.get(name) != flag:
+            continue
+        text = inline if eq else (args[i + 1] if i + 1 < len(args) else "")
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"extra_args: {name} needs a whole number, got {text!r}") from None
+        if value < 1:
+            raise UsageError(f"extra_args: {name} must be at least 1, got {value}")
+    return value
+
+
 def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Mapping[str, Any],
                   env_profiles: Mapping[str, Mapping[str, str]]) -> ServerProfile:
     """One [[server]] table (``raw``) over the already checked ``defaults``."""
@@ -572,7 +597,16 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
     if env not in env_profiles:
         origin = here if "env" in raw else f"{source}: defaults"
         raise UsageError(f"{origin}.env: unknown environment profile {env!r}; known: {', '.join(sorted(env_profiles))}")
-    return ServerProfile(**values, env_vars=dict(env_profiles[env]))
+    prof = ServerProfile(**values, env_vars=dict(env_profiles[env]))
+    if prof.speculative and prof.engine == "reference" and prof.speculative.algorithm not in REFERENCE_ALGORITHMS:
+        raise UsageError(f"{here}.speculative.algorithm: {prof.speculative.algorithm} is an SGLang algorithm the "
+                         f"reference server does not implement (it has {', '.join(REFERENCE_ALGORITHMS)}); "
+                         "use engine = \"sglang\"")
+    try:
+        prof.gpus_needed  # noqa: B018 - validates --dp-size / --pp-size in extra_args
+    except UsageError as exc:
+        raise UsageError(f"{here}.{exc}") from None
+    return prof
 
 
 def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> ProfileSet:

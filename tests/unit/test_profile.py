@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.profile import TUNED_NCCL, load_profiles, parse_profiles, single_server_profiles
+from specwatch.profile import TUNED_NCCL, ServerProfile, load_profiles, parse_profiles, single_server_profiles
 
 FLAGS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "flags-0.5.23.txt"
 SGLANG_FLAGS = {line.strip() for line in FLAGS_FILE.read_text().splitlines() if line.startswith("--")}
@@ -423,3 +424,23 @@ def test_profile_show_missing_file_or_directory_exits_2(tmp_path: Path, capsys: 
     assert main(["profile", "show", str(tmp_path / name)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("specwatch: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("extra", "gpus"), [
+    ((), 2), (("--dp-size", "2"), 4), (("--dp=4", "--pp-size", "2"), 16), (("--pp", "3"), 6),
+    (("--data-parallel-size", "2"),  4),
+])
+def test_gpus_needed_counts_data_and_pipeline_parallelism(extra: tuple[str, ...], gpus: int) -> None:
+    """Never two servers on the same GPUs: a dp=2 server at tp=2 takes 4 of them."""
+    prof = ServerProfile(name="s", engine="sglang", model="m", tp=2, device="cuda", extra_args=extra)
+    assert prof.gpus_needed == gpus
+    assert dataclasses.replace(prof, device="cpu").gpus_needed == 0
+
+
+def test_sglang_only_algorithms_are_accepted_for_sglang_and_refused_for_the_reference_server() -> None:
+    for algo in ("NGRAM", "DFLASH", "DSPARK", "UNO"):
+        ps = parse_profiles({"version": 1, "server": [{"name": "a", "engine": "sglang", "model": "m",
+                                                        "speculative": {"algorithm": algo}}]}, "p.toml")
+        assert ps.servers["a"].speculative.algorithm == algo
+        with pytest.raises(UsageError, match=r"^p\.toml: server\[0\] \(a\)\.speculative\.algorithm: .* does not"):
+            parse_profiles({"version": 1, "server": [{"name": "a", "speculative": {"algorithm": algo}}]}, "p.toml")
