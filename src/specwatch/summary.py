@@ -120,7 +120,9 @@ def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow], parti
 
         for path in written:
             if path.suffix == ".json" and path.parent.parent == cfg.path(cfg.baseline_dir):
-                for note in load_baseline(path).resolution_notes(cfg.tolerance, cfg.alpha):
+                base = load_baseline(path)
+                prof = session.profiles.servers.get(base.profile)
+                for note in base.resolution_notes((prof.tolerance if prof else None) or cfg.tolerance, cfg.alpha):
                     session.progress(note)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         report.append_step_summary(report.markdown_summary(rows))
