@@ -17,18 +17,33 @@ plugin (usage error) print.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from specwatch.errors import UsageError
+from specwatch.schema import (
+    BOOLEAN,
+    NON_EMPTY,
+    STRING,
+    Field,
+    Invalid,
+    Rule,
+    array_of,
+    check_table,
+    choice,
+    integer,
+    number,
+    one_line,
+    path_key,
+    show,
+    text,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -213,162 +228,8 @@ ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ROLE_NAMES = ("baseline", "spec", "tuned", "untuned")
 
 
-class _Invalid(Exception):
-    """A value that does not fit its rule. ``at`` is the path below the field being checked
-    (``.num_steps``, ``[2]``); the caller prefixes the file and the field. ``message`` replaces the
-    standard "expected X, got Y" when a rule has more to say."""
-
-    def __init__(self, expected: str, value: Any = None, *, at: str = "", message: str | None = None) -> None:
-        super().__init__(expected)
-        self.expected, self.value, self.at = expected, value, at
-        self.message = message if message is not None else f"expected {expected}, got {_show(value)}"
-
-    def under(self, prefix: str) -> _Invalid:
-        self.at = prefix + self.at
-        return self
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What one field accepts: ``expected`` is the phrase an error shows; ``convert`` returns the
-    value to store or raises :class:`_Invalid`."""
-
-    expected: str
-    convert: Callable[[Any], Any]
-
-
-def _show(value: Any, depth: int = 0) -> str:
-    """A value as a short, single-line TOML-like text for an error message."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, str):
-        text = repr(value)  # repr escapes newlines and every other non-printable character
-    elif isinstance(value, (int, float)):
-        text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
-    elif isinstance(value, dict):
-        items = [f"{_key(k)} = {_show(v, depth + 1)}" for k, v in list(value.items())[:4]] + ["..."] * (len(value) > 4)
-        text = "{}" if not value else "{ ... }" if depth > 1 else "{ " + ", ".join(items) + " }"
-    elif isinstance(value, list):
-        items = [_show(v, depth + 1) for v in value[:6]] + ["..."] * (len(value) > 6)
-        text = "[ ... ]" if depth > 1 and value else "[" + ", ".join(items) + "]"
-    elif hasattr(value, "isoformat"):  # TOML dates and times
-        text = value.isoformat()
-    else:
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _key(key: Any) -> str:
-    """A table key as written in a field path: bare when TOML allows it, quoted (escaped) otherwise."""
-    key = str(key)
-    return key if re.fullmatch(r"[A-Za-z0-9_-]{1,60}", key) else _show(key)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def integer(low: int, high: int | None = None) -> Rule:
-    """An integer (not a bool, not a float) in [low, high]."""
-    expected = f"an integer ≥ {low}" if high is None else f"an integer in [{low}, {high}]"
-
-    def convert(value: Any) -> int:
-        if type(value) is not int or value < low or (high is not None and value > high):
-            raise _Invalid(expected, value)
-        return value
-
-    return Rule(expected, convert)
-
-
-def number(low: float, high: float | None = None, *, low_open: bool = False, high_open: bool = False,
-           meaning: str = "") -> Rule:
-    """A finite number (an integer is fine; not a bool, NaN or inf) within the bounds, as a float."""
-    if high is None:
-        expected = f"a number {'>' if low_open else '≥'} {low:g}"
-    else:
-        expected = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    expected += f" ({meaning})" if meaning else ""
-
-    def convert(value: Any) -> float:
-        try:
-            x = float(value) if _is_number(value) else math.nan
-        except OverflowError:
-            x = math.nan
-        ok = math.isfinite(x) and (x > low if low_open else x >= low)
-        if ok and high is not None:
-            ok = x < high if high_open else x <= high
-        if not ok:
-            raise _Invalid(expected, value)
-        return x
-
-    return Rule(expected, convert)
-
-
-def text(pattern: re.Pattern[str] | None = None, expected: str = "a non-empty string", *,
-         allow_empty: bool = False) -> Rule:
-    """A string with no NUL character (it goes into an argv or an environment), non-empty unless allowed."""
-
-    def convert(value: Any) -> str:
-        ok = isinstance(value, str) and (allow_empty or value) and "\0" not in value
-        if not ok or (pattern and not pattern.fullmatch(value)):
-            raise _Invalid(expected, value)
-        return value
-
-    return Rule(expected, convert)
-
-
-def choice(*options: str, fold_case: bool = False) -> Rule:
-    """One of ``options`` (compared in upper case with ``fold_case``)."""
-    expected = "one of " + ", ".join(repr(o) for o in options)
-
-    def convert(value: Any) -> str:
-        key = value.upper() if fold_case and isinstance(value, str) else value
-        if not isinstance(key, str) or key not in options:
-            raise _Invalid(expected, value)
-        return key
-
-    return Rule(expected, convert)
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid("true or false", value)
-    return value
-
-
-BOOLEAN = Rule("true or false", _boolean)
 NAME = text(NAME_PATTERN, "a name of letters, digits, '.', '_' and '-' starting with a letter or digit, at most "
                           "100 characters (it becomes folder and file names)")
-NON_EMPTY = text()
-STRING = text(expected="a string", allow_empty=True)
-
-
-def array_of(item: Rule, expected: str, *, hint_for_string: bool = False) -> Rule:
-    """An array whose every element fits ``item``; stored as a tuple."""
-
-    def convert(value: Any) -> tuple[Any, ...]:
-        if isinstance(value, str) and hint_for_string:
-            # A string is not split (quoting rules inside a TOML string would be a second, silent
-            # layer of escaping): say which array the user most likely meant.
-            try:
-                words = shlex.split(value)
-            except ValueError:
-                words = value.split()
-            suggestion = json.dumps(words)  # a TOML array too, escaped onto one line
-            suggestion = suggestion if len(suggestion) <= 120 else suggestion[:116] + " ..."
-            raise _Invalid(expected, value, message=f"expected {expected}, got the string {_show(value)}; a string is "
-                                                    f"not split into arguments, write {suggestion}")
-        if not isinstance(value, list):
-            raise _Invalid(expected, value)
-        out = []
-        for i, element in enumerate(value):
-            try:
-                out.append(item.convert(element))
-            except _Invalid as exc:
-                raise exc.under(f"[{i}]") from None
-        return tuple(out)
-
-    return Rule(expected, convert)
 
 
 ENV_VALUE = text(expected='a string (quote numbers: NCCL_NTHREADS = "512")', allow_empty=True)
@@ -376,46 +237,21 @@ ENV_VALUE = text(expected='a string (quote numbers: NCCL_NTHREADS = "512")', all
 
 def _env_table(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
-        raise _Invalid(ENV_TABLE.expected, value)
+        raise Invalid(ENV_TABLE.expected, value)
     out: dict[str, str] = {}
     for name, val in value.items():
         if not ENV_NAME_PATTERN.fullmatch(name):
-            raise _Invalid("", at=f".{_key(name)}",
-                           message=f"{_show(name)} is not a valid environment variable name "
+            raise Invalid("", at=f".{path_key(name)}",
+                           message=f"{show(name)} is not a valid environment variable name "
                                    "(letters, digits and '_', not starting with a digit)")
         try:
             out[name] = ENV_VALUE.convert(val)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise exc.under(f".{name}") from None
     return out
 
 
 ENV_TABLE = Rule('a table of VARIABLE = "value" strings, e.g. { NCCL_P2P_DISABLE = "1" }', _env_table)
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of a profile table: its rule and what it means (for readers of this schema)."""
-
-    rule: Rule
-    doc: str
-
-
-def check_table(fields: Mapping[str, Field], value: Any, expected: str) -> dict[str, Any]:
-    """A TOML table checked against ``fields``: unknown keys and bad values raise _Invalid naming the key."""
-    if not isinstance(value, dict):
-        raise _Invalid(expected, value)
-    unknown = [k for k in value if k not in fields]
-    if unknown:
-        raise _Invalid(expected, message=f"unknown key(s) {', '.join(_key(k) for k in unknown)}; "
-                                         f"known: {', '.join(fields)}")
-    out: dict[str, Any] = {}
-    for key, raw in value.items():
-        try:
-            out[key] = fields[key].rule.convert(raw)
-        except _Invalid as exc:
-            raise exc.under(f".{key}") from None
-    return out
 
 
 SPECULATIVE_FIELDS: dict[str, Field] = {
@@ -433,7 +269,7 @@ def _speculative(value: Any) -> Speculative | None:
         return None
     spec = Speculative(**check_table(SPECULATIVE_FIELDS, value, _SPECULATIVE_EXPECTED))
     if spec.eagle_topk == 1 and spec.num_draft_tokens not in (None, spec.num_steps + 1):
-        raise _Invalid("", at=".num_draft_tokens",
+        raise Invalid("", at=".num_draft_tokens",
                        message=f"with eagle_topk = 1 it must be num_steps + 1 = {spec.num_steps + 1}, "
                                f"got {spec.num_draft_tokens}")
     return spec
@@ -466,7 +302,7 @@ SERVER_FIELDS: dict[str, Field] = {
 
 
 def _no_name(value: Any) -> Any:
-    raise _Invalid("", value, message="a name belongs to one [[server]], not to [defaults]")
+    raise Invalid("", value, message="a name belongs to one [[server]], not to [defaults]")
 
 
 #: [defaults] holds any server field but the name, which belongs to one server.
@@ -501,17 +337,17 @@ FIXTURE_FIELDS: dict[str, Field] = {
 
 def _env_profiles(value: Any) -> dict[str, dict[str, str]]:
     if not isinstance(value, dict):
-        raise _Invalid(ENV_PROFILES.expected, value)
+        raise Invalid(ENV_PROFILES.expected, value)
     out = {}
     for name, table in value.items():
         if name in BUILTIN_ENV_PROFILES:
-            raise _Invalid("", at=f".{name}", message=f"{name!r} is built in ({', '.join(BUILTIN_ENV_PROFILES)}: "
+            raise Invalid("", at=f".{name}", message=f"{name!r} is built in ({', '.join(BUILTIN_ENV_PROFILES)}: "
                                                       "the case study's tuning and none); choose another name")
         if not NAME_PATTERN.fullmatch(name):
-            raise _Invalid("", at=f".{_key(name)}", message=f"expected {NAME.expected}, got {_show(name)}")
+            raise Invalid("", at=f".{path_key(name)}", message=f"expected {NAME.expected}, got {show(name)}")
         try:
             out[name] = ENV_TABLE.convert(table)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise exc.under(f".{name}") from None
     return out
 
@@ -521,15 +357,15 @@ ENV_PROFILES = Rule('tables of environment profiles: [env_profiles.NAME] with VA
 
 def _servers(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise _Invalid('an array of tables: [[server]] entries with name = "..."', value)
+        raise Invalid('an array of tables: [[server]] entries with name = "..."', value)
     if not value:
-        raise _Invalid("", message="no [[server]] entries")
+        raise Invalid("", message="no [[server]] entries")
     return value
 
 
 def _version(value: Any) -> int:
     if type(value) is not int or value != PROFILE_FORMAT_VERSION:
-        raise _Invalid(f"{PROFILE_FORMAT_VERSION} (the profile format this specwatch reads)", value)
+        raise Invalid(f"{PROFILE_FORMAT_VERSION} (the profile format this specwatch reads)", value)
     return value
 
 
@@ -551,14 +387,9 @@ TOP_FIELDS: dict[str, Field] = {
 }
 
 
-def _one_line(text: str) -> str:
-    """Whatever went into a message, it stays one line."""
-    return " ".join(text.split()) if len(text.splitlines()) > 1 else text
-
-
-def _error(where: str, exc: _Invalid) -> UsageError:
+def _error(where: str, exc: Invalid) -> UsageError:
     """The one-line UsageError for ``exc`` found in the field ``where`` ("FILE: server[0] (a)")."""
-    return UsageError(_one_line(f"{where}{exc.at}: {exc.message}"))
+    return UsageError(one_line(f"{where}{exc.at}: {exc.message}"))
 
 
 def parallel_size(args: tuple[str, ...] | list[str], flag: str) -> int:
@@ -586,12 +417,12 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
         raise UsageError(f"{where}.name: missing; every [[server]] needs a name")
     try:
         name = NAME.convert(raw["name"])
-    except _Invalid as exc:
+    except Invalid as exc:
         raise _error(f"{where}.name", exc) from None
     here = f"{where} ({name})"
     try:
         values = {**defaults, **check_table(SERVER_FIELDS, raw, "a table of server fields")}
-    except _Invalid as exc:
+    except Invalid as exc:
         raise _error(here, exc) from None
     env = values.get("env", "untuned")
     if env not in env_profiles:
@@ -611,11 +442,11 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
 
 def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> ProfileSet:
     """Validate a parsed TOML document into a ProfileSet; every error is one line naming the file and field."""
-    source = source if source.isprintable() else _show(source)
+    source = source if source.isprintable() else show(source)
     try:
         top = check_table(TOP_FIELDS, data, "a TOML document of profile tables")
-    except _Invalid as exc:  # exc.at is ".defaults.tp" or "": name the field after the file
-        raise UsageError(_one_line(f"{source}: {exc.at[1:] + ': ' if exc.at else ''}{exc.message}")) from None
+    except Invalid as exc:  # exc.at is ".defaults.tp" or "": name the field after the file
+        raise UsageError(one_line(f"{source}: {exc.at[1:] + ': ' if exc.at else ''}{exc.message}")) from None
     if "server" not in top:
         raise UsageError(f"{source}: no [[server]] entries")
     env_profiles: dict[str, dict[str, str]] = {k: dict(v) for k, v in BUILTIN_ENV_PROFILES.items()}
@@ -633,7 +464,7 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
     roles = _default_roles(servers)
     for role, name in top.get("fixtures", {}).items():
         if name not in servers:
-            raise UsageError(f"{source}: fixtures.{role}: no server named {_show(name)}; "
+            raise UsageError(f"{source}: fixtures.{role}: no server named {show(name)}; "
                              f"known: {', '.join(sorted(servers))}")
         roles[role] = name
     gates = Gates(**top.get("gates", {}))
@@ -725,7 +556,7 @@ def load_profiles(path: str | Path | None) -> ProfileSet:
         text = resources.files("specwatch").joinpath("data/default_profiles.toml").read_text()
         return parse_profiles(tomllib.loads(text), "<built-in default_profiles.toml>")
     p = Path(path)
-    name = str(p) if str(p).isprintable() else _show(str(p))
+    name = str(p) if str(p).isprintable() else show(str(p))
     try:
         if p.is_dir():
             raise UsageError(f"{name}: is a directory, not a profile file")
@@ -746,7 +577,7 @@ def load_profiles(path: str | Path | None) -> ProfileSet:
     except RecursionError:
         raise UsageError(f"{name}: not valid TOML: nested too deeply") from None
     except ValueError as exc:  # TOMLDecodeError, and integers too long to convert
-        raise UsageError(_one_line(f"{name}: not valid TOML: {exc}")) from None
+        raise UsageError(one_line(f"{name}: not valid TOML: {exc}")) from None
     return _anchor_pythonpath(parse_profiles(data, name), p.resolve().parent)
 
 

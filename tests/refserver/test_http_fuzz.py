@@ -100,7 +100,7 @@ def check_error(srv: Server, path: str, raw: bytes, *words: str) -> None:
 
 
 def dumps(body: Any) -> bytes:
-    """JSON as Python writes it: NaN/Infinity literals, lone surrogates as ``\\udXXX`` escapes."""
+    """JSON as Python writes it: NaN/Infinity literals, lone surrogates as ``\\ud800``-style escapes."""
     return json.dumps(body, allow_nan=True).encode()
 
 
