@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from specwatch import stats
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.revisions import samples_of
 
 PREFIX = "[ab]"
 #: what ``ab`` judges unless told otherwise: the throughput the drift gates judge
@@ -84,20 +85,6 @@ class ABOutcome:
         if UNSURE in verdicts or not self.keys:
             return UNSURE
         return GOOD
-
-
-def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, bool]]:
-    """key -> (samples, unit, higher_is_better) of a results file (read by the versioned loader,
-    older versions migrated); empty when it is missing, unreadable or of another format."""
-    from specwatch.result import ResultSet
-
-    if path is None:
-        return {}
-    try:
-        rs = ResultSet.load(path)
-    except (SpecwatchError, OSError):
-        return {}
-    return {r.key: ([float(x) for x in r.samples], r.unit, r.higher_is_better) for r in rs.results if r.samples}
 
 
 def decide(rounds: stats.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:
@@ -173,7 +160,7 @@ def run_ab(
     out: TextIO | None = None,
 ) -> ABOutcome:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring)."""
-    from specwatch.bisect import MeasureConfig, Memo, measure
+    from specwatch.revisions import MeasureConfig, Memo, measure
 
     out = out or sys.stdout
     if rounds < 2:
@@ -261,14 +248,16 @@ def report(outcome: ABOutcome, out: TextIO) -> int:
 @contextlib.contextmanager
 def revision_sides(repo: str | Path, base: str, head: str) -> Iterator[tuple[Side, Side, Path]]:
     """Detached worktrees of ``base`` and ``head`` (removed afterwards) and the memo root."""
-    from specwatch.bisect import _default_memo, _resolve, _subject, _toplevel, _worktree
+    from specwatch import revisions
 
-    top = _toplevel(repo)
-    base_sha, head_sha = _resolve(top, base, "--base"), _resolve(top, head, "--head")
-    with _worktree(top, base_sha) as base_tree, _worktree(top, head_sha) as head_tree:
-        yield (Side("base", f"{base_sha[:10]} {_subject(top, base_sha)!r}", base_tree, base_sha, base_sha[:12]),
-               Side("head", f"{head_sha[:10]} {_subject(top, head_sha)!r}", head_tree, head_sha, head_sha[:12]),
-               _default_memo(top))
+    top = revisions.toplevel(repo)
+    base_sha, head_sha = revisions.resolve_rev(top, base, "--base"), revisions.resolve_rev(top, head, "--head")
+    with revisions.worktree(top, base_sha) as base_tree, revisions.worktree(top, head_sha) as head_tree:
+        yield (Side("base", f"{base_sha[:10]} {revisions.subject(top, base_sha)!r}", base_tree, base_sha,
+                    base_sha[:12]),
+               Side("head", f"{head_sha[:10]} {revisions.subject(top, head_sha)!r}", head_tree, head_sha,
+                    head_sha[:12]),
+               revisions.default_memo(top))
 
 
 def profile_sides(base_profile: str, head_profile: str) -> tuple[Side, Side]:

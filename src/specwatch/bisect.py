@@ -45,28 +45,22 @@ which reads its settings (and the good worktree's path) from a JSON file in the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
 import re
-import shutil
-import signal
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import uuid
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from specwatch import ab
+from specwatch import ab, revisions
 from specwatch.errors import (
     EXIT_INFRA,
     EXIT_OK,
@@ -76,12 +70,21 @@ from specwatch.errors import (
     SpecwatchError,
     UsageError,
 )
+from specwatch.revisions import (
+    BAD,
+    GOOD,
+    MEMO_VERSION,
+    SKIP,
+    MeasureConfig,
+    Memo,
+    RevisionRun,
+    measure,
+    samples_of,
+)
 
-GOOD, BAD, SKIP = "good", "bad", "skip"
 EXIT_CODES = {GOOD: 0, BAD: 1, SKIP: 125}  # what `git bisect run` understands
 ABORT_CODE = 255  # any code above 127 makes `git bisect run` stop
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
-MEMO_VERSION = 2  # 2: a step's verdict is an A/B against the good revision in alternating rounds
 PREFIX = "[bisect]"
 DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS = 2, 4
 DEFAULT_TOLERANCE = 0.05  # the drift gate's default
@@ -90,60 +93,6 @@ DEFAULT_ALPHA = 0.01
 
 # --------------------------------------------------------------------------------------------
 # settings, memo entries, verdicts
-
-
-@dataclass(frozen=True)
-class MeasureConfig:
-    """How one revision is measured; identical for every step of one bisection."""
-
-    pytest_args: tuple[str, ...]
-    setup: str | None = None
-    python: str = sys.executable
-    workdir: str | None = None  # where pytest runs; None: the checkout being measured
-    timeout_s: float | None = None  # per setup command and per pytest run
-
-    def fingerprint(self, *anchor: str) -> str:
-        """A short hash of everything that changes what a memoised verdict means."""
-        blob = json.dumps([list(self.pytest_args), self.setup, self.python, self.workdir, *anchor])
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["pytest_args"] = list(self.pytest_args)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MeasureConfig:
-        return cls(**{**data, "pytest_args": tuple(data["pytest_args"])})
-
-
-@dataclass
-class RevisionRun:
-    """The memoised outcome of measuring one revision (a commit or a patch prefix)."""
-
-    ident: str  # commit sha, or "prefix-<k>-<hash>"
-    label: str  # subject line or patch description
-    verdict: str  # good | bad | skip
-    reason: str
-    pytest_rc: int | None
-    results: str | None  # path of the results file in the memo directory
-    seconds: float
-    measured: str  # ISO date
-    session: str  # id of the bisection run that measured it
-    # a step's verdict entry: {"kind": "step", "rounds": n, "keys": [...], ...}; {} for one measurement
-    detail: dict[str, Any] = field(default_factory=dict)
-    cached: bool = field(default=False, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("cached")
-        data["version"] = MEMO_VERSION
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RevisionRun:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "cached"}
-        return cls(**known, cached=True)
 
 
 @dataclass(frozen=True)
@@ -195,85 +144,8 @@ class StepSettings:
                 f"{self.tolerance:.1%}, metrics {', '.join(self.metrics)}")
 
 
-def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors: int = 0) -> tuple[str, str]:
-    """Map a pytest run to (verdict, reason); anything that is not a clean measurement is skip."""
-    if pytest_rc is None:
-        return SKIP, "pytest timed out"
-    if not results_ok:
-        return SKIP, f"no results file written (pytest exit {pytest_rc})"
-    if pytest_rc == 0:
-        return GOOD, "all gates passed"
-    if pytest_rc == 1:
-        if errors and not failures:
-            return SKIP, f"{errors} error(s) and no failed gate: could not measure (server boot?)"
-        return BAD, f"{failures} failed gate(s)" if failures else "pytest reported a failed gate"
-    return SKIP, f"pytest exit {pytest_rc} (interrupted, internal or usage error, or nothing collected)"
-
-
-def _atomic_write_json(path: Path, data: Any) -> None:
-    from specwatch.atomic import write_text_atomic
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-class Memo:
-    """One fingerprint directory: ``<ident>.verdict.json``, ``<ident>.results.json``, ``<ident>.log``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-
-    def entry_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.verdict.json"
-
-    def results_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.results.json"
-
-    def log_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.log"
-
-    def get(self, ident: str) -> RevisionRun | None:
-        path = self.entry_path(ident)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(data, dict) or data.get("version") != MEMO_VERSION or "verdict" not in data:
-            return None
-        return RevisionRun.from_json(data)
-
-    def put(self, measurement: RevisionRun) -> None:
-        _atomic_write_json(self.entry_path(measurement.ident), measurement.to_json())
-
-    def entries(self) -> list[RevisionRun]:
-        found = [self.get(p.name[: -len(".verdict.json")]) for p in self.root.glob("*.verdict.json")]
-        return [m for m in found if m is not None]
-
-
 # --------------------------------------------------------------------------------------------
 # results files (the documented format; read directly so bisect depends on nothing in flux)
-
-
-@dataclass(frozen=True)
-class Series:
-    """One results entry reduced to its median (a results file without any holds no measurement)."""
-
-    key: str
-    median: float
-    unit: str
-    higher_is_better: bool
-    n: int
-
-
-def read_series(path: str | Path | None) -> dict[str, Series]:
-    """Key -> Series of a results file; empty when the file is missing or unreadable (one reader:
-    :func:`specwatch.ab.samples_of`, the versioned results loader)."""
-    from specwatch.ab import samples_of
-
-    return {key: Series(key=key, median=statistics.median(samples), unit=unit, higher_is_better=higher,
-                        n=len(samples))
-            for key, (samples, unit, higher) in samples_of(path).items()}
 
 
 def _fmt(x: float) -> str:
@@ -287,121 +159,6 @@ def _fmt(x: float) -> str:
 
 # --------------------------------------------------------------------------------------------
 # running commands
-
-
-def _git(repo: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise InfraError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
-def _run_logged(
-    cmd: Sequence[str] | str, *, cwd: Path, env: Mapping[str, str], log: TextIO, timeout_s: float | None
-) -> int | None:
-    """Run a command in its own process group, output to `log`; None on timeout (group killed)."""
-    log.write(f"$ {cmd if isinstance(cmd, str) else ' '.join(cmd)}   (in {cwd})\n")
-    log.flush()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=dict(env),
-        shell=isinstance(cmd, str),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,  # so a timeout or Ctrl-C can take down servers it started
-    )
-    try:
-        return proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        log.write(f"\n[specwatch] timed out after {timeout_s} s; process group killed\n")
-        return None
-    except BaseException:
-        _kill_group(proc)
-        raise
-
-
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _junit_counts(path: Path) -> tuple[int, int]:
-    """(failures, errors) in a JUnit XML file; (0, 0) if it is missing."""
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError):
-        return 0, 0
-    return sum(1 for _ in root.iter("failure")), sum(1 for _ in root.iter("error"))
-
-
-def _results_ok(path: Path) -> bool:
-    return bool(read_series(path))
-
-
-def measure(
-    checkout: Path,
-    cfg: MeasureConfig,
-    memo: Memo,
-    ident: str,
-    label: str,
-    *,
-    reference: Path | None,
-    commit: str,
-    session: str,
-) -> RevisionRun:
-    """Set up and measure one checkout; store and return the memo entry."""
-    start = time.monotonic()
-    results = memo.results_path(ident)
-    results.unlink(missing_ok=True)
-    # one measurement of many: the user's step summary gets the verdict, not a table per round
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    env.update({"SPECWATCH_COMMIT": commit, "SPECWATCH_BISECT_CHECKOUT": str(checkout)})
-    with tempfile.TemporaryDirectory(prefix="specwatch-step-") as tmp, memo.log_path(ident).open("w") as log:
-        tmp_results, junit = Path(tmp) / "results.json", Path(tmp) / "junit.xml"
-        rc: int | None = None
-        setup_rc: int | None = 0
-        verdict, reason = SKIP, "not measured"
-        if cfg.setup:
-            setup_rc = _run_logged(cfg.setup, cwd=checkout, env=env, log=log, timeout_s=cfg.timeout_s)
-            if setup_rc != 0:
-                why = "timed out" if setup_rc is None else f"exit {setup_rc}"
-                verdict, reason = SKIP, f"setup failed ({why})"
-        if setup_rc == 0:
-            # `--opt=value` in one word: pytest's early parse would otherwise take an unknown
-            # option's value for a test path and load conftest.py files along it
-            cmd = [cfg.python, "-m", "pytest", *cfg.pytest_args, f"--specwatch-results={tmp_results}"]
-            if reference is not None:
-                cmd.append(f"--specwatch-reference={reference}")
-            cmd.append(f"--junitxml={junit}")
-            cwd = Path(cfg.workdir) if cfg.workdir else checkout
-            rc = _run_logged(cmd, cwd=cwd, env=env, log=log, timeout_s=cfg.timeout_s)
-            ok = _results_ok(tmp_results)
-            verdict, reason = classify(rc, ok, *_junit_counts(junit))
-            if ok:
-                shutil.copyfile(tmp_results, results)
-        log.write(f"\n[specwatch] verdict: {verdict} ({reason})\n")
-    entry = RevisionRun(
-        ident=ident,
-        label=label,
-        verdict=verdict,
-        reason=reason,
-        pytest_rc=rc,
-        results=str(results) if results.exists() else None,
-        seconds=round(time.monotonic() - start, 3),
-        measured=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        session=session,
-    )
-    memo.put(entry)
-    return entry
 
 
 def _short(ident: str) -> str:
@@ -514,7 +271,7 @@ def ab_step(
         for side in order:
             m = measure(side.checkout, _side_config(cfg, side, history), memo, f"{ident}-{side.name}-r{done + 1}",
                         side.label, reference=None, commit=side.commit, session=session)
-            found = ab.samples_of(m.results) if m.verdict != SKIP else {}
+            found = samples_of(m.results) if m.verdict != SKIP else {}
             if not found:
                 why = m.reason if m.verdict == SKIP else "no samples in its results file"
                 return entry(SKIP, f"round {done + 1}: the {side.name} side could not be measured: {why}", done,
@@ -562,8 +319,8 @@ def _check_bad_end(entry: RevisionRun, store: Memo, settings: StepSettings, good
 
 def _reset_if_dirty(tree: Path) -> None:
     """The setup may rewrite tracked files; every checkout was clean when the bisection started."""
-    if tree.is_dir() and _dirty(tree):
-        _git(tree, "reset", "--quiet", "--hard")
+    if tree.is_dir() and revisions.dirty_files(tree):
+        revisions.git(tree, "reset", "--quiet", "--hard")
 
 
 def _warn_repo_paths(top: Path, cfg: MeasureConfig, out: TextIO) -> None:
@@ -591,44 +348,8 @@ class BisectOutcome:
     labels: dict[str, str] = field(default_factory=dict)  # names of idents without a step entry (good, base)
 
 
-def _default_memo(repo: Path) -> Path:
-    common = Path(_git(repo, "rev-parse", "--git-common-dir"))
-    if not common.is_absolute():
-        common = repo / common
-    return common / "specwatch" / "bisect"
-
-
-def _toplevel(repo: str | Path) -> Path:
-    path = Path(repo).resolve()
-    if not path.is_dir():
-        raise UsageError(f"--repo {repo}: no such directory")
-    proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise UsageError(f"--repo {repo}: not a git work tree")
-    return Path(proc.stdout.strip())
-
-
-def _resolve(repo: Path, rev: str, flag: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise UsageError(f"{flag} {rev}: not a commit in {repo}")
-    return proc.stdout.strip()
-
-
-def _subject(repo: Path, sha: str) -> str:
-    return _git(repo, "log", "-1", "--format=%s", sha)
-
-
-def _dirty(repo: Path) -> str:
-    return _git(repo, "status", "--porcelain", "--untracked-files=no")
-
-
 def _bisecting(repo: Path) -> bool:
-    path = Path(_git(repo, "rev-parse", "--git-path", "BISECT_START"))
+    path = Path(revisions.git(repo, "rev-parse", "--git-path", "BISECT_START"))
     return (path if path.is_absolute() else repo / path).exists()
 
 
@@ -648,10 +369,10 @@ def _step_commit(config_path: Path, out: TextIO) -> int:
     settings = StepSettings.from_json(conf["ab"])
     good = conf["good"]
     good_tree = Path(good["tree"])
-    sha = _git(repo, "rev-parse", "HEAD")
+    sha = revisions.git(repo, "rev-parse", "HEAD")
     entry = memo.get(sha)
     if not _reusable(entry):
-        subject = _subject(repo, sha)
+        subject = revisions.subject(repo, sha)
         good_side = ab.Side("good", good["label"], good_tree, good["sha"], good["sha"][:12])
         step_side = ab.Side("step", f"{sha[:10]} {subject!r}", repo, sha, sha[:12])
         try:
@@ -702,15 +423,15 @@ def bisect_commits(
     """
     out = out or sys.stdout
     settings = StepSettings.make(rounds, max_rounds, tolerance, metrics, alpha)
-    top = _toplevel(repo)
-    good_sha, bad_sha = _resolve(top, good, "--good"), _resolve(top, bad, "--bad")
+    top = revisions.toplevel(repo)
+    good_sha, bad_sha = revisions.resolve_rev(top, good, "--good"), revisions.resolve_rev(top, bad, "--bad")
     if good_sha == bad_sha:
         raise UsageError("--good and --bad name the same commit")
     if subprocess.run(["git", "-C", str(top), "merge-base", "--is-ancestor", good_sha, bad_sha]).returncode:
         raise UsageError(f"--good {good} is not an ancestor of --bad {bad}")
     if _bisecting(top):
         raise UsageError(f"a git bisect is already in progress in {top}; finish it with `git bisect reset`")
-    dirty = _dirty(top)
+    dirty = revisions.dirty_files(top)
     if dirty:
         raise UsageError(
             f"the work tree {top} has uncommitted changes to tracked files; commit or stash them "
@@ -723,11 +444,12 @@ def bisect_commits(
         workdir=str(Path(workdir).resolve()) if workdir else None,
         timeout_s=timeout_s,
     )
-    memo_root = Path(memo).resolve() if memo else _default_memo(top)
+    memo_root = Path(memo).resolve() if memo else revisions.default_memo(top)
     store = Memo(memo_root / cfg.fingerprint("commits", good_sha, settings.anchor()))
     session = uuid.uuid4().hex[:12]
-    original = _git(top, "symbolic-ref", "--short", "-q", "HEAD", check=False) or _git(top, "rev-parse", "HEAD")
-    good_label = f"{good_sha[:10]} {_subject(top, good_sha)!r}"
+    original = (revisions.git(top, "symbolic-ref", "--short", "-q", "HEAD", check=False)
+                or revisions.git(top, "rev-parse", "HEAD"))
+    good_label = f"{good_sha[:10]} {revisions.subject(top, good_sha)!r}"
     print(f"{PREFIX} {top}: good {good_sha[:10]}, bad {bad_sha[:10]}, memo {store.root}", file=out, flush=True)
     print(f"{PREFIX} every step: an A/B against good {good_label}, {settings.describe()}", file=out, flush=True)
     _warn_repo_paths(top, cfg, out)
@@ -735,9 +457,9 @@ def bisect_commits(
     first_bad: str | None = None
     candidates: list[str] = []
     try:
-        with _worktree(top, good_sha) as good_tree:
+        with revisions.worktree(top, good_sha) as good_tree:
             conf_path = store.root / "step.json"
-            _atomic_write_json(
+            revisions.write_json_atomic(
                 conf_path,
                 {
                     "version": MEMO_VERSION,
@@ -750,7 +472,7 @@ def bisect_commits(
                 },
             )
             # the bad end first: if it does not reproduce, there is nothing to bisect
-            _git(top, "checkout", "--quiet", "--detach", bad_sha)
+            revisions.git(top, "checkout", "--quiet", "--detach", bad_sha)
             _step_commit(conf_path, out)
             bad_entry = store.get(bad_sha)
             assert bad_entry is not None
@@ -758,14 +480,14 @@ def bisect_commits(
             visited.append(bad_entry)
             if bad_entry.verdict != BAD:
                 return BisectOutcome(None, None, [], visited, _count_session(store, session), store.root,
-                               {good_sha: _subject(top, good_sha)})
-            started = _git(top, "bisect", "start", bad_sha, good_sha)
+                               {good_sha: revisions.subject(top, good_sha)})
+            started = revisions.git(top, "bisect", "start", bad_sha, good_sha)
             done = re.search(r"^([0-9a-f]{40}) is the first bad commit", started, re.M)
             if done:  # bad is the only commit after good
                 first_bad, candidates = done.group(1), [done.group(1)]
             else:
                 first_bad, candidates = _bisect_run(top, conf_path, store.root / "bisect-run.log", out)
-            steps = _parse_bisect_log(_git(top, "bisect", "log", check=False))
+            steps = _parse_bisect_log(revisions.git(top, "bisect", "log", check=False))
             for verdict, sha in steps:
                 entry = store.get(sha)
                 if entry is not None and sha != bad_sha and verdict in (GOOD, BAD, SKIP):
@@ -776,7 +498,7 @@ def bisect_commits(
     if first_bad is not None:
         last_good = _last_good_ancestor(top, store, first_bad, good_sha)
     return BisectOutcome(first_bad, last_good, candidates, visited, _count_session(store, session), store.root,
-                   {good_sha: _subject(top, good_sha)})
+                   {good_sha: revisions.subject(top, good_sha)})
 
 
 def _count_session(store: Memo, session: str) -> int:
@@ -817,7 +539,7 @@ def _bisect_run(top: Path, conf_path: Path, log_path: Path, out: TextIO) -> tupl
 
 def _last_good_ancestor(top: Path, store: Memo, first_bad: str, good_sha: str) -> str:
     """Nearest first-parent ancestor of `first_bad` measured good (the good revision at worst)."""
-    for sha in _git(top, "rev-list", "--first-parent", f"{good_sha}..{first_bad}^").split():
+    for sha in revisions.git(top, "rev-list", "--first-parent", f"{good_sha}..{first_bad}^").split():
         entry = store.get(sha)
         if entry is not None and entry.verdict == GOOD:
             return sha
@@ -828,11 +550,11 @@ def _restore(top: Path, original: str, out: TextIO) -> None:
     """Leave the repo as we found it: no bisect in progress, the original branch or commit."""
     try:
         if _bisecting(top):
-            _git(top, "bisect", "reset")
+            revisions.git(top, "bisect", "reset")
     except SpecwatchError as exc:
         print(f"{PREFIX} WARNING: `git bisect reset` failed: {exc}", file=out, flush=True)
     try:
-        _git(top, "checkout", "--quiet", "-f", original)  # the tree was clean when we started
+        revisions.git(top, "checkout", "--quiet", "-f", original)  # the tree was clean when we started
         print(f"{PREFIX} checkout restored to {original}", file=out, flush=True)
     except SpecwatchError as exc:
         print(f"{PREFIX} WARNING: could not restore {original}: {exc}", file=out, flush=True)
@@ -840,21 +562,6 @@ def _restore(top: Path, original: str, out: TextIO) -> None:
 
 # --------------------------------------------------------------------------------------------
 # patch bisection
-
-
-@contextlib.contextmanager
-def _worktree(top: Path, base: str) -> Iterator[Path]:
-    """A temporary detached worktree of `base`, removed afterwards."""
-    tmp = Path(tempfile.mkdtemp(prefix="specwatch-bisect-"))
-    path = tmp / "tree"
-    try:
-        _git(top, "worktree", "add", "--quiet", "--detach", str(path), base)
-        yield path
-    finally:
-        subprocess.run(["git", "-C", str(top), "worktree", "remove", "--force", str(path)],
-                       capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run(["git", "-C", str(top), "worktree", "prune"], capture_output=True)
 
 
 def _prefix_ident(base_sha: str, patch_texts: Sequence[bytes]) -> str:
@@ -895,8 +602,8 @@ def bisect_patches(
     """
     out = out or sys.stdout
     settings = StepSettings.make(rounds, max_rounds, tolerance, metrics, alpha)
-    top = _toplevel(repo)
-    base_sha = _resolve(top, base, "--base")
+    top = revisions.toplevel(repo)
+    base_sha = revisions.resolve_rev(top, base, "--base")
     if not patches:
         raise UsageError("give at least one patch file")
     paths = [Path(p).resolve() for p in patches]
@@ -911,17 +618,17 @@ def bisect_patches(
         workdir=str(Path(workdir).resolve()) if workdir else None,
         timeout_s=timeout_s,
     )
-    memo_root = Path(memo).resolve() if memo else _default_memo(top)
+    memo_root = Path(memo).resolve() if memo else revisions.default_memo(top)
     store = Memo(memo_root / cfg.fingerprint("patches", base_sha, settings.anchor()))
     session = uuid.uuid4().hex[:12]
     n = len(paths)
     idents = [_prefix_ident(base_sha, texts[:k]) for k in range(n + 1)]
-    base_label = f"{base_sha[:10]} {_subject(top, base_sha)!r}"
+    base_label = f"{base_sha[:10]} {revisions.subject(top, base_sha)!r}"
     print(f"{PREFIX} {top}: base {base_sha[:10]}, {n} patches, memo {store.root}", file=out, flush=True)
     print(f"{PREFIX} every step: an A/B against bare base {base_label}, {settings.describe()}", file=out, flush=True)
     _warn_repo_paths(top, cfg, out)
 
-    with _worktree(top, base_sha) as base_tree:
+    with revisions.worktree(top, base_sha) as base_tree:
         base_side = ab.Side("base", base_label, base_tree, base_sha, idents[0])
 
         def verdict_of(k: int) -> RevisionRun:
@@ -981,7 +688,7 @@ def _measure_prefix(
     out: TextIO,
 ) -> RevisionRun:
     """Build the prefix in a worktree of its own and A/B it against bare base (``base_side``)."""
-    with _worktree(top, base_sha) as tree:
+    with revisions.worktree(top, base_sha) as tree:
         for p in paths:
             proc = subprocess.run(["git", "-C", str(tree), "apply", "--whitespace=nowarn", str(p)],
                                   capture_output=True, text=True)

@@ -78,7 +78,8 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """``preexec_fn``: a new session (its own process group), and SIGTERM when the parent dies (kill -9)."""
     os.setsid()
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -150,7 +151,7 @@ class ServerProcess:
         try:
             self.proc = subprocess.Popen(
                 list(spec.argv), env=dict(spec.env), cwd=spec.cwd, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
             )
         except OSError as exc:
             raise ServerBootError(f"could not start {spec.name}: {exc} (argv: {' '.join(spec.argv)})") from exc

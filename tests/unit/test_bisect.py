@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from specwatch import ab, bisect
+from specwatch import ab, bisect, revisions
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, UsageError
 from specwatch.result import Result, ResultSet
 
@@ -163,7 +163,7 @@ BUILD_SETUP = f"{sys.executable} build.py"
 
 
 def median_of(results: str | Path | None) -> float:
-    (samples, _, _), = ab.samples_of(results).values()
+    (samples, _, _), = revisions.samples_of(results).values()
     return statistics.median(samples)
 
 
@@ -251,7 +251,7 @@ def test_a_drifting_machine_does_not_blame_an_early_commit(repo: Path, counter: 
         files = {"server.py": SERVER.replace("WORK = 40000", "WORK = 60000")} if i == 6 else {"README": f"{i}\n"}
         shas.append(commit(repo, f"commit {i}", files))
     # what the old scheme did first: measure the good revision once (n == 0, the quiet machine)
-    with bisect._worktree(repo, shas[0]) as tree:
+    with revisions.worktree(repo, shas[0]) as tree:
         cfg = bisect.MeasureConfig(pytest_args=tuple(PYTEST_ARGS))
         old_ref = bisect.measure(tree, cfg, bisect.Memo(tmp_path / "old"), "reference", "good", reference=None,
                                  commit=shas[0], session="old")
@@ -468,14 +468,14 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
 
 
 def test_classify_never_blames_what_could_not_be_measured() -> None:
-    assert bisect.classify(0, True) == (bisect.GOOD, "all gates passed")
-    assert bisect.classify(1, True, failures=1)[0] == bisect.BAD
-    assert bisect.classify(1, True)[0] == bisect.BAD  # a gate set at session end, no failed test
-    assert bisect.classify(1, True, failures=0, errors=2)[0] == bisect.SKIP  # server did not boot
-    assert bisect.classify(1, False, failures=1)[0] == bisect.SKIP  # no results file
+    assert revisions.classify(0, True) == (bisect.GOOD, "all gates passed")
+    assert revisions.classify(1, True, failures=1)[0] == bisect.BAD
+    assert revisions.classify(1, True)[0] == bisect.BAD  # a gate set at session end, no failed test
+    assert revisions.classify(1, True, failures=0, errors=2)[0] == bisect.SKIP  # server did not boot
+    assert revisions.classify(1, False, failures=1)[0] == bisect.SKIP  # no results file
     for rc in (2, 3, 4, 5):
-        assert bisect.classify(rc, True)[0] == bisect.SKIP
-    assert bisect.classify(None, True)[0] == bisect.SKIP  # timeout
+        assert revisions.classify(rc, True)[0] == bisect.SKIP
+    assert revisions.classify(None, True)[0] == bisect.SKIP  # timeout
 
 
 def test_cli_arguments_split_at_double_dash() -> None:
