@@ -48,9 +48,9 @@ def server_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[st
     return repo, shas
 
 
-def _ab(repo: Path, base: str, head: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+def _ab(repo: Path, base: str, head: str, tmp: Path, tolerance: float) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "specwatch.cli", "ab", "--repo", str(repo), "--base", base, "--head", head,
-           "--rounds", "4", "--max-rounds", "6", "--tolerance", "0.25", "--metric", "decode_tok_s",
+           "--rounds", "4", "--max-rounds", "6", "--tolerance", str(tolerance), "--metric", "decode_tok_s",
            "--workdir", str(ROOT), "--memo", str(tmp / "memo"), "--step-timeout", "300", "--",
            "-m", "perf", str(ROOT / "tests" / "perf" / "test_throughput.py"), "-k", "drift and output",
            "-p", "no:cacheprovider", "--specwatch-profiles={checkout}/profile.toml",
@@ -60,7 +60,7 @@ def _ab(repo: Path, base: str, head: str, tmp: Path) -> subprocess.CompletedProc
 
 def test_ab_flags_a_slowdown_injected_from_outside(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, (base, head) = server_repo
-    out = _ab(repo, base, head, tmp_path)
+    out = _ab(repo, base, head, tmp_path, tolerance=0.25)
     assert out.returncode == 1, out.stdout[-4000:] + out.stderr[-2000:]
     assert "REGRESSION" in out.stdout
     assert "plain/single-stream/decode_tok_s: regression" in out.stdout
@@ -69,7 +69,11 @@ def test_ab_flags_a_slowdown_injected_from_outside(server_repo: tuple[Path, list
 
 
 def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
+    # The tolerance is the change that must be ruled out. A 2-core CI machine shared with other
+    # jobs moved single runs between 222 and 389 tok/s (rounds disagreeing by 17 %), and then 6
+    # rounds cannot rule out 25 % (ab says "unsure", exit 3, correctly). 50 % is still far inside
+    # the injected slowdown that the other test must find at 25 %.
     repo, (base, _) = server_repo
-    out = _ab(repo, base, base, tmp_path)
+    out = _ab(repo, base, base, tmp_path, tolerance=0.5)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "[ab] no regression" in out.stdout
