@@ -17,13 +17,13 @@ FIXTURES = ROOT / "fixtures"
 def _entry_point_installed() -> bool:
     from importlib.metadata import entry_points
 
-    return any(ep.value == "specwatch.plugin" for ep in entry_points(group="pytest11"))
+    return any(ep.value == "specwatch.run.plugin" for ep in entry_points(group="pytest11"))
 
 
 if not _entry_point_installed():  # a bare checkout (PYTHONPATH=src, or nothing): load the plugin by name
     if str(ROOT / "src") not in sys.path:
         sys.path.insert(0, str(ROOT / "src"))
-    pytest_plugins = ["specwatch.plugin"]
+    pytest_plugins = ["specwatch.run.plugin"]
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

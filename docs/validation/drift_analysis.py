@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specwatch.compare import compare
-from specwatch.result import Result, ResultSet
+from specwatch.judge.compare import compare
+from specwatch.store.result import Result, ResultSet
 
 METRIC = "decode_tok_s"
 

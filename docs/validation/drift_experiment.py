@@ -31,11 +31,11 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from specwatch.measure import Measurement, measure
-from specwatch.pool import ServerPool
-from specwatch.profile import load_profiles
-from specwatch.result import atomic_write_json, utc_now
-from specwatch.workload import WORKLOADS
+from specwatch.load.measure import Measurement, measure
+from specwatch.load.workload import WORKLOADS
+from specwatch.profiles.profile import load_profiles
+from specwatch.server.pool import ServerPool
+from specwatch.store.result import atomic_write_json, utc_now
 
 FORMAT_VERSION = 1
 

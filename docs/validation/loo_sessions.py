@@ -15,7 +15,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from specwatch.compare import Comparison, compare
+from specwatch.judge.compare import Comparison, compare
 
 
 def replay(path: Path, key: str, factors: list[float]) -> dict[float, list[Comparison]]:

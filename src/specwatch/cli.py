@@ -106,7 +106,7 @@ def _folder(path: str, what: str, *, must_exist: bool) -> Path:
 
 
 def _cmd_parse_log(args: argparse.Namespace) -> int:
-    from specwatch.logscan import parse_log_main
+    from specwatch.signals.logscan import parse_log_main
 
     return parse_log_main(args.file)
 
@@ -126,8 +126,8 @@ class _Side:
 def _load_side(path: str, kind: str) -> _Side:
     """A results file or a baseline file (told apart by its fields), each through its own loader,
     which migrates older versions."""
-    from specwatch.baseline import Baseline
-    from specwatch.result import ResultSet, make_key, read_json
+    from specwatch.store.baseline import Baseline
+    from specwatch.store.result import ResultSet, make_key, read_json
 
     doc = read_json(path, kind)
     if isinstance(doc, dict) and "metrics" in doc and "profile" in doc:
@@ -158,8 +158,8 @@ def _class_check(ref: _Side, cur: _Side, allow_other: bool) -> tuple[bool | None
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from specwatch import compare, stats
-    from specwatch.report import ReportRow, summary_table
+    from specwatch.judge import compare, stats
+    from specwatch.report.table import ReportRow, summary_table
 
     ref = _load_side(args.baseline, "baseline")
     cur = _load_side(args.results, "results")
@@ -179,7 +179,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 notes.append(note)
         class_spread = None
         if key in ref.metrics and ref.machine_class and same_class is not False:
-            from specwatch.baseline import BaselineStore
+            from specwatch.store.baseline import BaselineStore
 
             _, workload, metric = key.split("/", 2)
             class_spread = BaselineStore(Path(args.baseline).resolve().parent.parent).class_spread(
@@ -201,8 +201,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_baseline_update(args: argparse.Namespace) -> int:
-    from specwatch.baseline import BaselineStore
-    from specwatch.result import ResultSet
+    from specwatch.store.baseline import BaselineStore
+    from specwatch.store.result import ResultSet
 
     rs = ResultSet.load(args.results)
     if not rs.results:
@@ -216,7 +216,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
                        results=[r for r in rs.results if r.metric in args.metric])
     store = BaselineStore(args.baseline_dir)
     # all or nothing: record_all builds every file before it writes the first
-    from specwatch.baseline import load_baseline
+    from specwatch.store.baseline import load_baseline
 
     for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions):
         print(f"wrote {path}")
@@ -226,7 +226,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
 
 
 def _cmd_baseline_show(args: argparse.Namespace) -> int:
-    from specwatch.baseline import BaselineStore
+    from specwatch.store.baseline import BaselineStore
 
     store = BaselineStore(_folder(args.baseline_dir, "baseline folder", must_exist=True))
     pairs = store.available()
@@ -245,13 +245,13 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace, *, readonly: bool = True):
     """The history of ``--history``; only ``import`` may create it, the other commands just read."""
-    from specwatch.history import History
+    from specwatch.store.history import History
 
     return History(args.history, readonly=readonly)
 
 
 def _cmd_history_import(args: argparse.Namespace) -> int:
-    from specwatch.result import ResultSet
+    from specwatch.store.result import ResultSet
 
     loaded = []
     for path in args.results:  # every file read and checked before the first is stored
@@ -285,7 +285,7 @@ def _cmd_history_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_history_changes(args: argparse.Namespace) -> int:
-    from specwatch.changepoint import detect
+    from specwatch.judge.changepoint import detect
 
     found = 0
     with _history(args) as hist:
@@ -304,7 +304,7 @@ def _cmd_history_changes(args: argparse.Namespace) -> int:
 
 
 def _cmd_history_plot(args: argparse.Namespace) -> int:
-    from specwatch.history import plot_series
+    from specwatch.store.history import plot_series
 
     with _history(args) as hist:
         for path in plot_series(hist, args.out, machine_class=args.machine_class, alpha=args.alpha):
@@ -313,7 +313,7 @@ def _cmd_history_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile_show(args: argparse.Namespace) -> int:
-    from specwatch.profile import load_profiles
+    from specwatch.profiles.profile import load_profiles
 
     ps = load_profiles(args.file)
     for name, prof in ps.servers.items():
@@ -325,7 +325,7 @@ def _cmd_profile_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_allreduce(args: argparse.Namespace) -> int:
-    from specwatch import allreduce
+    from specwatch.checks import allreduce
 
     allreduce.main(args.file, rounds=args.rounds, sizes=args.sizes, graphed=args.graphed, device=args.device,
                    calls=args.calls, samples=args.samples, timeout_s=args.timeout)
@@ -412,8 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per launch before its ranks are killed")
     p.set_defaults(func=_cmd_allreduce)
 
-    from specwatch.ab import AB
-    from specwatch.bisect import Bisect, BisectPatches
+    from specwatch.revisions.ab import AB
+    from specwatch.revisions.gitbisect import Bisect, BisectPatches
 
     for command in (AB, Bisect, BisectPatches):
         p = sub.add_parser(command.name, help=command.help)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from correctness.faultkit import CHECK_WORKLOAD
-from specwatch.measure import Measurement, measure
-from specwatch.pool import RunningServer
-from specwatch.profile import ServerProfile
-from specwatch.session import Session
+from specwatch.load.measure import Measurement, measure
+from specwatch.profiles.profile import ServerProfile
+from specwatch.run.session import Session
+from specwatch.server.pool import RunningServer
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from specwatch.profile import ServerProfile
-from specwatch.session import Session
-from specwatch.workload import Workload, prompt_set
+from specwatch.load.workload import Workload, prompt_set
+from specwatch.profiles.profile import ServerProfile
+from specwatch.run.session import Session
 
 #: Small and quick: enough verify cycles for several Decode lines per request.
 CHECK_WORKLOAD = Workload("correctness-check", runs=3, warmup=1, max_new_tokens=48)

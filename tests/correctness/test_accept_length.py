@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch import checks, speculative
-from specwatch.pool import RunningServer
-from specwatch.session import Session
+from specwatch.checks import runner as checks
+from specwatch.judge import speculative
+from specwatch.run.session import Session
+from specwatch.server.pool import RunningServer
 
 pytestmark = pytest.mark.correctness
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch import checks, procenv
-from specwatch.envcheck import VIEW_PROC
-from specwatch.pool import RunningServer
-from specwatch.profile import TUNED_NCCL
-from specwatch.session import Session
+from specwatch.checks import runner as checks
+from specwatch.checks.envcheck import VIEW_PROC
+from specwatch.profiles.profile import TUNED_NCCL
+from specwatch.run.session import Session
+from specwatch.server.pool import RunningServer
+from specwatch.signals import procenv
 
 pytestmark = pytest.mark.correctness
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 
 from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS, fault_profile
-from specwatch import checks, probe, procenv
-from specwatch.pool import RunningServer
-from specwatch.profile import TUNED_NCCL
-from specwatch.session import Session
+from specwatch.checks import runner as checks
+from specwatch.profiles.profile import TUNED_NCCL
+from specwatch.run.session import Session
+from specwatch.server.pool import RunningServer
+from specwatch.signals import probe, procenv
 
 pytestmark = pytest.mark.correctness
 

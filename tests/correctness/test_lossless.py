@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS
-from specwatch import checks
-from specwatch.client import run_sync
-from specwatch.pool import RunningServer
-from specwatch.session import Session
+from specwatch.checks import runner as checks
+from specwatch.load.client import run_sync
+from specwatch.run.session import Session
+from specwatch.server.pool import RunningServer
 
 pytestmark = pytest.mark.correctness
 
@@ -51,7 +51,7 @@ def test_perfect_draft_output_equals_baseline(specwatch_session: Session) -> Non
 
 
 async def _one(url: str):
-    from specwatch.client import Client
+    from specwatch.load.client import Client
 
     async with Client(url) as client:
         return await client.generate(LOSSLESS_PROMPTS[0], max_new_tokens=31, stream=False)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from correctness.faultkit import fault_profile
-from specwatch import checks
-from specwatch.pool import RunningServer
-from specwatch.session import Session
+from specwatch.checks import runner as checks
+from specwatch.run.session import Session
+from specwatch.server.pool import RunningServer
 
 pytestmark = pytest.mark.correctness
 

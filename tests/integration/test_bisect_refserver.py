@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.bisect import bisect_commits
+from specwatch.revisions.gitbisect import bisect_commits
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = """version = 1

@@ -100,7 +100,7 @@ def test_under_xdist_the_controller_gathers_one_run_and_prints_the_table(tmp_pat
     base = json.loads((tmp_path / "baselines" / "ci-cpu" / "eagle3.json").read_text())
     assert base["metrics"]["single-stream/output_tok_s"]["sessions"][-1]["samples"] == next(
         r["samples"] for r in results["results"] if r["key"] == "eagle3/single-stream/output_tok_s")
-    from specwatch.history import History
+    from specwatch.store.history import History
 
     with History(tmp_path / "history.sqlite") as hist:
         assert len(hist.series("eagle3/single-stream/output_tok_s")) == 1  # one run, not one per worker

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specwatch.measure import measure
-from specwatch.pool import ServerPool
-from specwatch.profile import parse_profiles
-from specwatch.workload import Workload
+from specwatch.load.measure import measure
+from specwatch.load.workload import Workload
+from specwatch.profiles.profile import parse_profiles
+from specwatch.server.pool import ServerPool
 
 
 def test_min_duration_keeps_measuring_past_the_runs(tmp_path: Path) -> None:

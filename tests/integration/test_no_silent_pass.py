@@ -41,7 +41,7 @@ specwatch_machine_class = "ci-cpu"
 
 USER_TEST = """
 import pytest
-from specwatch import gates
+from specwatch.run import gates
 
 pytestmark = pytest.mark.perf
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.profile import TUNED_NCCL
-from specwatch.server import free_port
+from specwatch.profiles.profile import TUNED_NCCL
+from specwatch.server.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

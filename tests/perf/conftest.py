@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from specwatch.gates import Outcome
-from specwatch.report import add_user_properties
-from specwatch.session import Session
+from specwatch.report.table import add_user_properties
+from specwatch.run.gates import Outcome
+from specwatch.run.session import Session
 
 
 @pytest.fixture

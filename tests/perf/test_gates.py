@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from specwatch import gates
-from specwatch.gates import Outcome
-from specwatch.session import Session
+from specwatch.run import gates
+from specwatch.run.gates import Outcome
+from specwatch.run.session import Session
 
 pytestmark = pytest.mark.perf
 Enforce = Callable[[Outcome], None]

@@ -133,6 +133,7 @@ def test_shipped_reference_profiles_boot_commands_parse_and_name_known_presets()
     """Every reference-server profile under fixtures/profiles/ produces a command line the server
     accepts (resolved as on a GPU host) for a preset that exists and divides by its TP size."""
     from specwatch.profile import load_profiles
+
     from specwatch.refserver.preset import get_preset
 
     root = SRC.parent / "fixtures" / "profiles"

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specwatch import ab, stats
+from specwatch.judge import stats
+from specwatch.revisions import ab
 
 
 def _rounds(values: list[float], key: str = "p/w/decode_tok_s") -> list[dict]:

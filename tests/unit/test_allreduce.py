@@ -8,13 +8,13 @@ import time
 import psutil
 import pytest
 
-from specwatch import allreduce
-from specwatch.allreduce import ProbeRun, probe_env, run_probe, tuning_effects
+from specwatch.checks import allreduce
+from specwatch.checks.allreduce import ProbeRun, probe_env, run_probe, tuning_effects
 from specwatch.cli import main
-from specwatch.compare import relative_gate
 from specwatch.errors import EXIT_OK, EXIT_USAGE, InfraError, UsageError
-from specwatch.launch import managed_variables
-from specwatch.profile import TUNED_NCCL, parse_profiles
+from specwatch.judge.compare import relative_gate
+from specwatch.profiles.profile import TUNED_NCCL, parse_profiles
+from specwatch.server.launch import managed_variables
 
 TP2 = {
     "defaults": {"engine": "reference", "model": "ref-tiny", "device": "cpu", "tp": 2},
@@ -87,7 +87,7 @@ def test_real_gloo_ranks_on_cpu() -> None:
 def _probe_processes() -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
-        if "specwatch.allreduce_ranks" in " ".join(p.info["cmdline"] or []):
+        if "specwatch.checks.allreduce_ranks" in " ".join(p.info["cmdline"] or []):
             found.append(p)
     return found
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specwatch.atomic import write_text_atomic
-from specwatch.baseline import BASELINE_VERSION, Baseline, BaselineMetric, BaselineStore, load_baseline
-from specwatch.compare import Verdict, compare
 from specwatch.errors import UsageError
-from specwatch.result import Result, ResultSet
-from specwatch.stats import summarize as stats_summary
+from specwatch.judge.compare import Verdict, compare
+from specwatch.judge.stats import summarize as stats_summary
+from specwatch.store.atomic import write_text_atomic
+from specwatch.store.baseline import BASELINE_VERSION, Baseline, BaselineMetric, BaselineStore, load_baseline
+from specwatch.store.result import Result, ResultSet
 
 FP = {"machine_class": "h200x2-nvlink", "gpu_model": "NVIDIA H200", "gpu_count": 2,
       "driver": "580.159.04", "cuda": "13.0", "torch": "2.9.1", "os": "Linux 6.1"}  # fmt: skip
@@ -241,8 +241,8 @@ def test_cli_compare_uses_the_results_machine_sessions(tmp_path: Path, capsys: p
 def test_the_drift_gates_reference_takes_this_machines_sessions_or_says_there_are_none(tmp_path: Path) -> None:
     """Session.reference_samples (what the drift gate compares against) applies reference_for with
     the session's own fingerprint."""
-    from specwatch.config import Config
-    from specwatch.session import Session
+    from specwatch.run.options import Config
+    from specwatch.run.session import Session
 
     store = BaselineStore(tmp_path / "b")
     for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 210.0)] * 3):

@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
-from specwatch import ab, bisect, revisions
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, UsageError
-from specwatch.result import Result, ResultSet
+from specwatch.revisions import ab
+from specwatch.revisions import gitbisect as bisect
+from specwatch.revisions import step as revisions
+from specwatch.store.result import Result, ResultSet
 
 SERVER = '''"""A tiny server whose cost depends on its work."""
 
@@ -210,7 +212,7 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     assert not (repo / ".git" / "BISECT_START").exists()
     assert len(git(repo, "worktree", "list").splitlines()) == 1
     # the memoised results files are real specwatch results files
-    result = pytest.importorskip("specwatch.result")
+    result = pytest.importorskip("specwatch.store.result")
     bad_entry = store.get(shas[6])
     assert bad_entry is not None
     assert bad_entry.results is not None

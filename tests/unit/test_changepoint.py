@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specwatch.changepoint import detect
+from specwatch.judge.changepoint import detect
 
 # Case study: ~89 tok/s runs, then ~82 tok/s after the patches (more points follow the "...").
 CASE = [89.0, 89.3, 88.8, 89.1, 82.1, 82.2, 83.0, 82.4, 82.3, 82.7, 82.5, 82.1]

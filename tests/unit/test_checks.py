@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from specwatch import checks, logscan, ncclenv, procenv, promtext
-from specwatch.logscan import CaptureRecord, DecodeRecord
-from specwatch.profile import TUNED_NCCL, ServerProfile, Speculative
-from specwatch.session import Session
+from specwatch.checks import runner as checks
+from specwatch.profiles.profile import TUNED_NCCL, ServerProfile, Speculative
+from specwatch.run.session import Session
+from specwatch.signals import logscan, ncclenv, procenv, promtext
+from specwatch.signals.logscan import CaptureRecord, DecodeRecord
 
 SGLANG = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
 REAL = SGLANG / "real"
@@ -183,7 +184,7 @@ def test_cumulative_without_flush_is_a_note_not_a_source() -> None:
 
 
 def test_verdicts_are_noted_once_and_skips_not_at_all() -> None:
-    from specwatch.config import Config
+    from specwatch.run.options import Config
 
     session = Session(Config(), progress=lambda m: None)
     result = checks._record(session, checks.explain_value(0.92, 2, 3, profile="eagle3"))

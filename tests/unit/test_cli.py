@@ -10,7 +10,7 @@ import pytest
 
 from specwatch.cli import main
 from specwatch.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
-from specwatch.result import Result, ResultSet
+from specwatch.store.result import Result, ResultSet
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
 

@@ -1,4 +1,4 @@
-"""Verdicts of specwatch.compare, anchored on the case study's numbers."""
+"""Verdicts of specwatch.judge.compare, anchored on the case study's numbers."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch import compare as compare_mod
-from specwatch import stats
-from specwatch.compare import GateVerdict, Verdict, compare, relative_gate
 from specwatch.errors import UsageError
+from specwatch.judge import compare as compare_mod
+from specwatch.judge import stats
+from specwatch.judge.compare import GateVerdict, Verdict, compare, relative_gate
 
 # Case study: baseline ~89 tok/s measured earlier the same day, retest ~82 tok/s.
 BASE_89 = [89.0, 89.3, 88.8, 89.1, 89.2, 88.9, 89.0, 89.4, 88.7, 89.1]
@@ -215,7 +215,7 @@ def test_negative_margin_is_a_bound_not_a_win():
 
 
 def test_tuning_effect_needs_significance_and_size():
-    from specwatch.gates import tuning_effect
+    from specwatch.run.gates import tuning_effect
 
     rng = np.random.default_rng(11)
     untuned = list(826 * (1 + 0.01 * rng.standard_normal(21)))
@@ -253,7 +253,7 @@ def test_a_verdict_on_runs_alone_says_so_and_a_multi_session_one_does_not() -> N
 
 
 def _side(path, machine_class, tok_s, host=None):
-    from specwatch.result import Result, ResultSet
+    from specwatch.store.result import Result, ResultSet
 
     machine = {"machine_class": machine_class} if machine_class else {}
     if host:
@@ -278,10 +278,10 @@ def test_compare_refuses_sides_of_different_machine_classes(tmp_path, capsys):
 
 
 def test_allow_other_class_compares_with_a_warning_and_an_accurate_note(tmp_path, capsys):
-    from specwatch.baseline import BaselineStore
     from specwatch.cli import main
     from specwatch.errors import EXIT_REGRESSION
-    from specwatch.result import ResultSet
+    from specwatch.store.baseline import BaselineStore
+    from specwatch.store.result import ResultSet
 
     store = BaselineStore(tmp_path / "b")
     store.record_all(ResultSet.load(_side(tmp_path / "rec.json", "h200x1", list(noisy(1157, 0.01, 10, 1)),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.config import OPTIONS, Config, resolve
 from specwatch.errors import UsageError
+from specwatch.run.options import OPTIONS, Config, resolve
 
 
 def test_defaults_when_nothing_is_set() -> None:

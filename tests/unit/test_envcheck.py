@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specwatch.envcheck import VIEW_NCCL, VIEW_PROBE_LATER, check_environment
-from specwatch.ncclenv import parse_nccl_lines
-from specwatch.probe import ProbeRecord, ProcessRecords
-from specwatch.procenv import EnvRead, ProcInfo, load_proctree
+from specwatch.checks.envcheck import VIEW_NCCL, VIEW_PROBE_LATER, check_environment
+from specwatch.signals.ncclenv import parse_nccl_lines
+from specwatch.signals.probe import ProbeRecord, ProcessRecords
+from specwatch.signals.procenv import EnvRead, ProcInfo, load_proctree
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "real"
 TUNED = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_MAX_NCHANNELS": "16",

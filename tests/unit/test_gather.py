@@ -8,9 +8,9 @@ import json
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.gather import Gathered, merge_result_sets, payload
-from specwatch.report import ReportRow
-from specwatch.result import Result, ResultSet
+from specwatch.report.table import ReportRow
+from specwatch.run.gather import Gathered, merge_result_sets, payload
+from specwatch.store.result import Result, ResultSet
 
 
 def _rs(profile: str, samples: list[float], shared: bool = False) -> ResultSet:

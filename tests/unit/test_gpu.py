@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.gpu import gpu_set_for_worker, visible_gpus, worker_index
+from specwatch.server.gpu import gpu_set_for_worker, visible_gpus, worker_index
 
 
 def test_cuda_visible_devices_wins_over_nvidia_smi() -> None:

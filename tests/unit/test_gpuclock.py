@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch import gpuclock
+from specwatch.load import gpuclock
 
 
 def test_parse_line_reads_numbers_and_skips_unsupported_fields() -> None:

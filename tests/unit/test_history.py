@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from specwatch import history as history_mod
 from specwatch.errors import UsageError
-from specwatch.history import History, plot_series
-from specwatch.result import Result, ResultSet
+from specwatch.store import history as history_mod
+from specwatch.store.history import History, plot_series
+from specwatch.store.result import Result, ResultSet
 
 SERIES = [89.0, 89.3, 88.8, 89.1, 82.1, 82.2, 83.0, 82.4, 82.3, 82.7, 82.5, 82.1]
 
@@ -190,8 +190,8 @@ def test_change_points_skip_runs_without_samples(tmp_path, capsys):
 def test_partial_runs_are_shown_as_such_and_left_out_of_change_points(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     from specwatch.cli import main
-    from specwatch.history import History
-    from specwatch.result import Result, ResultSet
+    from specwatch.store.history import History
+    from specwatch.store.result import Result, ResultSet
 
     path = tmp_path / "h.sqlite"
     with History(path) as hist:

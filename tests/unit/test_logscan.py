@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.logscan import (
+from specwatch.signals.logscan import (
     CaptureRecord,
     DecodeRecord,
     LogTail,

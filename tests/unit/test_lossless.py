@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specwatch.lossless import (
+from specwatch.checks.lossless import (
     NOISE_CEILING,
     TIE_FACTOR,
     TOP_LOGPROBS,

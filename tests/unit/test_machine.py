@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch import machine
+from specwatch.store import machine
 
 # Recorded on a 2×H200 host (driver 580.159.04, CUDA 13.0), verbatim including the ANSI
 # underline nvidia-smi puts around the topo header.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.measure import Measurement, RunSample, merge
-from specwatch.workload import Workload
+from specwatch.load.measure import Measurement, RunSample, merge
+from specwatch.load.workload import Workload
 
 
 def _m(profile: str, tok_s: list[float]) -> Measurement:
@@ -46,7 +46,7 @@ def test_warmup_seconds_must_be_sane() -> None:
 def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from specwatch import measure as measure_mod
+    from specwatch.load import measure as measure_mod
 
     order: list[str] = []
 
@@ -96,7 +96,7 @@ def test_a_refused_flush_is_asked_again_then_said(monkeypatch: pytest.MonkeyPatc
     """SGLang 0.5.23 answers /flush_cache with 400 while not idle: asked once more, then reported."""
     import asyncio
 
-    from specwatch import measure as measure_mod
+    from specwatch.load import measure as measure_mod
 
     answers = {"A": [False, True], "B": [False, False]}
     asked: list[str] = []

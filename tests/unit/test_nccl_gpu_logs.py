@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specwatch.ncclenv import compare, parse_nccl_lines
-from specwatch.profile import TUNED_NCCL
+from specwatch.profiles.profile import TUNED_NCCL
+from specwatch.signals.ncclenv import compare, parse_nccl_lines
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "nccl"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specwatch.ncclenv import compare, normalize_value, parse_nccl_lines
+from specwatch.signals.ncclenv import compare, normalize_value, parse_nccl_lines
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "real"
 TUNED = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_MAX_NCHANNELS": "16",

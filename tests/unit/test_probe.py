@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from specwatch.probe import probe_env, read_records, render_sitecustomize, write_probe, write_setter
+from specwatch.signals.probe import probe_env, read_records, render_sitecustomize, write_probe, write_setter
 
 _SCRIPT = textwrap.dedent(
     """

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specwatch.procenv import (
+from specwatch.signals.procenv import (
     ProcInfo,
     classify,
     find_listener,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.profile import TUNED_NCCL, ServerProfile, load_profiles, parse_profiles, single_server_profiles
+from specwatch.profiles.profile import TUNED_NCCL, ServerProfile, load_profiles, parse_profiles, single_server_profiles
 
 FLAGS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "flags-0.5.23.txt"
 SGLANG_FLAGS = {line.strip() for line in FLAGS_FILE.read_text().splitlines() if line.startswith("--")}
@@ -165,8 +165,8 @@ def test_workload_table_overrides_every_workload_and_rejects_bad_values() -> Non
 
 
 def test_session_workload_takes_the_table_then_the_command_line(tmp_path: Path) -> None:
-    from specwatch.config import Config
-    from specwatch.session import Session
+    from specwatch.run.options import Config
+    from specwatch.run.session import Session
 
     path = tmp_path / "p.toml"
     path.write_text('version = 1\n[[server]]\nname = "a"\n[workload]\nruns = 20\nmax_new_tokens = 256\nwarmup_s = 2\n')
@@ -391,8 +391,8 @@ def test_bom_is_accepted(tmp_path: Path) -> None:
 
 
 def test_workload_schema_matches_the_overridable_workload_fields() -> None:
-    from specwatch.profile import WORKLOAD_FIELDS
-    from specwatch.workload import PROFILE_OVERRIDABLE
+    from specwatch.load.workload import PROFILE_OVERRIDABLE
+    from specwatch.profiles.profile import WORKLOAD_FIELDS
 
     assert set(WORKLOAD_FIELDS) == set(PROFILE_OVERRIDABLE)
 

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from specwatch.cli import main
 from specwatch.errors import EXIT_OK, EXIT_USAGE, UsageError
-from specwatch.profile import Gates, ProfileSet, load_profiles, parse_profiles
-from specwatch.workload import SINGLE_STREAM
+from specwatch.load.workload import SINGLE_STREAM
+from specwatch.profiles.profile import Gates, ProfileSet, load_profiles, parse_profiles
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.promtext import ParseError, delta, parse_text, value
+from specwatch.signals.promtext import ParseError, delta, parse_text, value
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
 

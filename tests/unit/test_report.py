@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specwatch import report
-from specwatch.report import ReportRow
+from specwatch.report import table as report
+from specwatch.report.table import ReportRow
 
 SRC = str(Path(report.__file__).resolve().parents[1])
 
@@ -82,7 +82,7 @@ def test_junit_properties_pairs_and_xml() -> None:
 
 def test_user_properties_reach_pytest_junit_xml(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text(
-        "from specwatch.report import ReportRow, add_user_properties\n"
+        "from specwatch.report.table import ReportRow, add_user_properties\n"
         "def test_x(request):\n"
         "    row = ReportRow(key='p/w/tok_s', n=2, median=80.0, unit='tok/s', verdict='no_change',"
         " samples=(79.0, 81.0))\n"
@@ -180,7 +180,7 @@ def test_rows_from_results_and_from_comparison() -> None:
 
 
 def test_from_a_real_comparison() -> None:
-    compare = pytest.importorskip("specwatch.compare")
+    compare = pytest.importorskip("specwatch.judge.compare")
     cmp = compare.compare([82.0, 82.3, 81.9, 82.1, 82.2, 81.8, 82.0, 82.4],
                           [89.0, 89.2, 88.9, 89.1, 88.8, 89.3, 89.0, 89.1], higher_is_better=True)
     row = ReportRow.from_comparison("k", cmp, unit="tok/s")

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from specwatch import result as result_mod
 from specwatch.errors import UsageError
-from specwatch.result import Result, ResultSet, atomic_write_json, load_versioned
+from specwatch.store import result as result_mod
+from specwatch.store.result import Result, ResultSet, atomic_write_json, load_versioned
 
 FP = {"machine_class": "cpu-2core", "cpu_count": 2, "python": "3.11.7"}
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from specwatch.errors import ServerBootError
-from specwatch.server import LaunchSpec, ServerProcess, free_port, port_is_free
+from specwatch.server.process import LaunchSpec, ServerProcess, free_port, port_is_free
 
 TREE = Path(__file__).parent / "data" / "tree_server.py"
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -90,7 +90,7 @@ def test_no_server_survives_the_harness(tmp_path: Path, sig: int) -> None:
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from pathlib import Path
         from test_server_lifecycle import _spec
-        from specwatch.server import ServerProcess
+        from specwatch.server.process import ServerProcess
         s = ServerProcess(_spec(Path({str(tmp_path)!r})))
         s.start()
         try:
@@ -132,8 +132,8 @@ def test_the_pool_reboots_a_server_whose_worker_was_killed(tmp_path: Path) -> No
     """kill -9 of a reference server's scheduler: the next test gets a fresh server, not "cannot connect"."""
     import urllib.request
 
-    from specwatch.pool import ServerPool
-    from specwatch.profile import ServerProfile
+    from specwatch.profiles.profile import ServerProfile
+    from specwatch.server.pool import ServerPool
 
     prof = ServerProfile(name="tiny", model="ref-tiny", device="cpu")
     notes: list[str] = []

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch import stats
-from specwatch.compare import MIN_SESSIONS, Verdict, compare
+from specwatch.judge import stats
+from specwatch.judge.compare import MIN_SESSIONS, Verdict, compare
 
 DATA = Path(__file__).parent / "data" / "gpu" / "drift-seq-h200.json"
 

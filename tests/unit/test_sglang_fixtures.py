@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specwatch.logscan import CaptureRecord, parse_lines
-from specwatch.promtext import parse_text
-from specwatch.speculative import from_request_meta
+from specwatch.judge.speculative import from_request_meta
+from specwatch.signals.logscan import CaptureRecord, parse_lines
+from specwatch.signals.promtext import parse_text
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
 

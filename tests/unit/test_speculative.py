@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specwatch.promtext import parse_text
-from specwatch.speculative import (
+from specwatch.judge.speculative import (
     CannotDeriveError,
     bounds_problems,
     check_bounds,
@@ -27,6 +26,7 @@ from specwatch.speculative import (
     to_extra_per_cycle,
     window_from_cumulative,
 )
+from specwatch.signals.promtext import parse_text
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
 

@@ -1,4 +1,4 @@
-"""Property and coverage tests for specwatch.stats."""
+"""Property and coverage tests for specwatch.judge.stats."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch import stats
+from specwatch.judge import stats
 
 positive = st.floats(min_value=1.0, max_value=1000.0, allow_nan=False, allow_infinity=False)
 samples = st.lists(positive, min_size=2, max_size=30)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specwatch.result import Result, ResultSet
-from specwatch.summary import baseline_quality
+from specwatch.run.summary import baseline_quality
+from specwatch.store.result import Result, ResultSet
 
 
 def _rs(samples: list[float]) -> ResultSet:

@@ -32,7 +32,7 @@ def test_no_tester_module_imports_the_reference_server() -> None:
 
 
 def test_plugin_import_pulls_in_nothing_heavy() -> None:
-    code = ("import sys, specwatch.plugin; heavy = [m for m in ('torch', 'numpy', 'scipy', 'aiohttp') "
+    code = ("import sys, specwatch.run.plugin; heavy = [m for m in ('torch', 'numpy', 'scipy', 'aiohttp') "
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "", f"importing specwatch.plugin imported {out.stdout.strip()}"
+    assert out.stdout.strip() == "", f"importing specwatch.run.plugin imported {out.stdout.strip()}"

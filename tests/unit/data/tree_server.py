@@ -1,4 +1,4 @@
-"""A small real HTTP server with a spawned process tree, for lifecycle tests of specwatch.server.
+"""A small real HTTP server with a spawned process tree, for lifecycle tests of specwatch.server.process.
 
 Usage: tree_server.py PORT [--crash-during-boot] [--ignore-sigterm] [--boot-delay S]
 It spawns two multiprocessing children (like an engine's workers) and answers /health_generate.

@@ -1,0 +1,1 @@
+"""The execution-path checks: environment propagation, verify-step CUDA graphs, lossless output, all-reduce."""

@@ -1,0 +1,105 @@
+"""Time torch.distributed all-reduce between this host's GPUs (gloo between CPU processes without
+one), one process per rank, spawned from a parent whose environment is a server profile's, so that
+NCCL reads the variables the server's workers would read.
+
+Run by :mod:`specwatch.checks.allreduce`, which owns the timeout and the process group::
+
+    python -m specwatch.checks.allreduce_ranks --world 2 --device cuda --sizes 2048,14336 --out times.json
+
+Graphed mode follows the recipe measured on the H200 pair (shared/ref/device-facts.md): one eager
+all-reduce on the default stream creates the communicator, three warm-up calls run on a side
+stream, then ``calls`` all-reduces are captured in one CUDA graph per size and replayed. No
+barrier between sizes (a probe that had one hung there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+#: Version of the JSON this writes.
+FORMAT_VERSION = 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=a.world)
+    dev = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    dist.all_reduce(torch.zeros(1, device=dev))  # the communicator, on the default stream
+    times: dict[str, list[float]] = {}
+    for size in a.sizes:
+        x = torch.zeros(max(1, size // dtype.itemsize), dtype=dtype, device=dev)
+        if a.graphed:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    dist.all_reduce(x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(a.calls):
+                    dist.all_reduce(x)
+            step = graph.replay
+        else:
+            def step(x: Any = x) -> None:
+                for _ in range(a.calls):
+                    dist.all_reduce(x)
+        step()  # warm-up
+        sync()
+        samples = []
+        for _ in range(a.samples):
+            sync()
+            t0 = time.perf_counter()
+            step()
+            sync()
+            samples.append((time.perf_counter() - t0) / a.calls * 1e6)
+        times[str(size)] = samples
+    if rank == 0:
+        doc = {"version": FORMAT_VERSION, "backend": dist.get_backend(), "world": a.world, "graphed": a.graphed,
+               "dtype": str(dtype).removeprefix("torch."), "calls": a.calls, "samples_us": times}
+        Path(a.out).write_text(json.dumps(doc))
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], required=True,
+                    help="bytes, comma-separated")
+    ap.add_argument("--calls", type=int, default=20, help="all-reduces per timed sample (per graph when graphed)")
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--graphed", action="store_true")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank, args=(a, _free_port()), nprocs=a.world, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

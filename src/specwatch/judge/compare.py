@@ -1,0 +1,440 @@
+"""Verdicts on one metric: current samples against reference samples, with the reasons.
+
+Rule (asv's, made explicit): a change is a REGRESSION or an IMPROVEMENT only when the relative
+change of medians passes the tolerance AND a two-sided Mann-Whitney U test is significant. When
+it is not significant, the verdict says why and what it would take:
+
+- the sample sizes cannot reach ``alpha`` at all (3 vs 3 runs can never give p < 0.01)
+  → INCONCLUSIVE, with the runs needed;
+- the CI of the ratio lies inside ``1 ± tolerance`` → NO_CHANGE (equivalence shown);
+- the runs spread more than ``noisy_cv`` → NOISY, with the noise and the runs needed to see the
+  tolerance (the case study's 52.8–68.1 tok/s runs);
+- the test could not see an effect of the tolerance's size (MDE > tolerance) → INCONCLUSIVE;
+- otherwise → NO_CHANGE (the test had the power and found nothing).
+
+A reference with ``MIN_SESSIONS`` or more recording sessions (a multi-session baseline) adds a
+second condition: the current median must also lie outside what the machine's own
+session-to-session spread explains (``stats.session_drift``). A change that the runs call
+significant but the sessions do not is NOISY, with the smallest change those sessions can flag.
+
+``relative_gate`` judges "a ≥ b × (1 + margin)" (speculative vs baseline, tuned vs untuned) with
+one-sided Mann-Whitney tests of a against b scaled by (1 + margin).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from specwatch.errors import UsageError
+from specwatch.judge import stats
+
+DEFAULT_TOLERANCE = 0.05
+DEFAULT_ALPHA = 0.01
+DEFAULT_POWER = 0.8
+DEFAULT_NOISY_CV = 0.05
+#: Recording sessions a reference needs before its session-to-session spread is used.
+MIN_SESSIONS = 3
+
+
+class Verdict(str, enum.Enum):
+    """Outcome of a comparison with a reference."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NO_CHANGE = "no_change"
+    INCONCLUSIVE = "inconclusive"
+    NOISY = "noisy"
+
+
+class GateVerdict(str, enum.Enum):
+    """Outcome of a relative gate "a ≥ b × (1 + margin)"."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NO_EFFECT = "no_effect"
+    INCONCLUSIVE = "inconclusive"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _noise(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _check(samples: Sequence[float], name: str) -> np.ndarray:
+    x = np.asarray(samples, dtype=float).ravel()
+    if x.size == 0:
+        raise UsageError(f"{name}: no samples to compare")
+    if not np.all(np.isfinite(x)) or np.any(x <= 0):
+        raise UsageError(f"{name}: samples must be finite and positive, got {x.tolist()}")
+    return x
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A verdict and every number behind it. ``ratio`` is median(current) / median(reference)."""
+
+    verdict: Verdict
+    ratio: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    p: float
+    p_min: float
+    cv_current: float
+    cv_reference: float
+    mde: float
+    runs_needed: int
+    n_current: int
+    n_reference: int
+    median_current: float
+    median_reference: float
+    higher_is_better: bool
+    tolerance: float
+    alpha: float
+    message: str
+    sessions: int = 1  # recording sessions of the reference
+    session_spread: float | None = None  # SD of the reference's log session medians (K ≥ MIN_SESSIONS)
+    session_p: float | None = None
+    session_mde: float | None = None
+
+    @property
+    def change(self) -> float:
+        """Relative change of medians (+0.05 = 5% higher)."""
+        return self.ratio - 1.0
+
+    @property
+    def is_regression(self) -> bool:
+        """True only for a significant change worse than the tolerance."""
+        return self.verdict is Verdict.REGRESSION
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (verdict as its string value)."""
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        return d
+
+
+def compare(
+    current: Sequence[float],
+    reference: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    tolerance: float = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    noisy_cv: float = DEFAULT_NOISY_CV,
+    confidence: float | None = None,
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = stats.DEFAULT_SEED,
+    reference_sessions: Sequence[Sequence[float]] | None = None,
+) -> Comparison:
+    """Compare current with reference samples of one metric; see the module docstring for the rule.
+
+    ``confidence`` of the ratio CI defaults to ``1 - alpha``. Samples must be positive.
+    ``reference_sessions``: the reference's samples per recording session, when it has several.
+    """
+    if tolerance <= 0 or not 0 < alpha < 1:
+        raise UsageError(f"tolerance must be > 0 and alpha in (0, 1), got {tolerance}, {alpha}")
+    cur = _check(current, "current")
+    ref = _check(reference, "reference")
+    conf = 1.0 - alpha if confidence is None else confidence
+    med_c, med_r = float(np.median(cur)), float(np.median(ref))
+    ratio = med_c / med_r
+    lo, hi = stats.bootstrap_ratio_ci(cur, ref, confidence=conf, n_resamples=n_resamples, seed=seed)
+    mw = stats.mann_whitney(cur, ref)
+    p, p_min = mw.p_two_sided, mw.p_min_two_sided
+    cv_c, cv_r = stats.cv(cur), stats.cv(ref)
+    mde = stats.minimum_detectable_effect(cv_c, cur.size, cv_r, ref.size, alpha=alpha, power=power)
+    noise = max(cv_c, cv_r)
+    need = stats.runs_needed(tolerance, noise, alpha=alpha, power=power)
+    change = ratio - 1.0
+    better = change if higher_is_better else -change  # > 0: better
+    significant = p < alpha
+    nums = (
+        f"median {med_c:.4g} vs {med_r:.4g} ({_pct(change)}), ratio {ratio:.3f} "
+        f"[{lo:.3f}, {hi:.3f}], p={_fmt_p(p)}, n={cur.size}/{ref.size}"
+    )
+    tol = f"{tolerance * 100:g}%"
+    sess = None
+    if reference_sessions is not None and len(reference_sessions) >= MIN_SESSIONS:
+        sess = stats.session_drift(cur, [_check(s, "reference session") for s in reference_sessions], alpha)
+        nums += f"; {sess.sessions} baseline sessions spread {_noise(sess.spread)}, session p={_fmt_p(sess.p)}"
+    within_sessions = sess is not None and significant and sess.p >= alpha and abs(change) > tolerance
+
+    if within_sessions:
+        assert sess is not None
+        verdict = Verdict.NOISY
+        msg = (
+            f"noisy: {_pct(change)} is within this machine's session-to-session drift "
+            f"({sess.sessions} baseline sessions, spread {_noise(sess.spread)}); only changes beyond "
+            f"±{_noise(sess.mde)} can be flagged against them; {nums}"
+        )
+    elif significant and better < -tolerance:
+        verdict = Verdict.REGRESSION
+        msg = f"regression: {nums}; worse than the {tol} tolerance"
+    elif significant and better > tolerance:
+        verdict = Verdict.IMPROVEMENT
+        msg = f"improvement: {nums}; better than the {tol} tolerance"
+    elif significant:
+        verdict = Verdict.NO_CHANGE
+        msg = f"no change: {nums}; significant but within the {tol} tolerance"
+    elif p_min >= alpha:
+        verdict = Verdict.INCONCLUSIVE
+        k = stats.runs_to_reach_p(alpha)
+        need = max(need, k)
+        msg = (
+            f"inconclusive: n={cur.size}/{ref.size} cannot reach p<{alpha:g} "
+            f"(smallest possible p={_fmt_p(p_min)}); need ≥ {k} runs per side; {nums}"
+        )
+    elif 1.0 - tolerance <= lo and hi <= 1.0 + tolerance:
+        verdict = Verdict.NO_CHANGE
+        msg = f"no change: {nums}; the CI lies within ±{tol}"
+    elif noise > noisy_cv:
+        verdict = Verdict.NOISY
+        msg = (
+            f"noisy: run-to-run noise {_noise(noise)} (cv), need {need} runs per side to see {tol}; "
+            f"{nums}"
+        )
+    elif mde > tolerance:
+        verdict = Verdict.INCONCLUSIVE
+        msg = f"inconclusive: noise {_noise(noise)}, need {need} runs per side to see {tol}; {nums}"
+    else:
+        verdict = Verdict.NO_CHANGE
+        msg = f"no change: {nums}; not significant, and {tol} would have been seen"
+    if sess is None and verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+        k = len(reference_sessions) if reference_sessions else 1
+        msg += (f"; judged on runs alone: the reference holds {k} recording session(s) of this metric, too few "
+                f"(< {MIN_SESSIONS}) to tell the machine's own drift between sessions from a change")
+    return Comparison(
+        verdict=verdict,
+        ratio=ratio,
+        ci_low=lo,
+        ci_high=hi,
+        confidence=conf,
+        p=p,
+        p_min=p_min,
+        cv_current=cv_c,
+        cv_reference=cv_r,
+        mde=mde,
+        runs_needed=need,
+        n_current=int(cur.size),
+        n_reference=int(ref.size),
+        median_current=med_c,
+        median_reference=med_r,
+        higher_is_better=higher_is_better,
+        tolerance=tolerance,
+        alpha=alpha,
+        message=msg,
+        sessions=sess.sessions if sess else len(reference_sessions or ()) or 1,
+        session_spread=sess.spread if sess else None,
+        session_p=sess.p if sess else None,
+        session_mde=sess.mde if sess else None,
+    )
+
+
+@dataclass(frozen=True)
+class DriftBasis:
+    """The tolerance a drift verdict uses and a sentence on where it came from."""
+
+    tolerance: float
+    note: str
+
+
+def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
+                class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA) -> DriftBasis:
+    """The drift tolerance from data (the one owner of this rule).
+
+    With ``MIN_SESSIONS`` or more recording sessions, their own spread sets it (the change a healthy
+    session exceeds with probability ``alpha``), whatever was requested; the note says whether the
+    requested tolerance is within reach and the smallest slowdown flagged 19 times in 20. With fewer,
+    the spread measured for the machine class (``class_spread``: spread and where it was measured)
+    gives a floor, so a healthy server's boot-to-boot wander is not called a regression; without
+    either, the requested tolerance. The note then says how many more sessions to record.
+    """
+    n = len(sessions or ())
+    if n >= MIN_SESSIONS:
+        dt = stats.drift_tolerance(stats.session_spread(list(sessions or ())), n, alpha)
+        note = (f"tolerance {dt.tolerance:.1%} from the baseline's {n} sessions (spread {dt.spread:.1%}); a "
+                f"slowdown of {dt.detects:.1%} or more is flagged in 19 of 20 runs")
+        if dt.tolerance > requested:
+            note += (f"; the requested {requested:.1%} is below what these sessions can resolve (specwatch ab "
+                     "resolves small changes in one session)")
+        return DriftBasis(dt.tolerance, note)
+    more = MIN_SESSIONS - n
+    record = (f"record {more} more session(s) (--update-baselines with --specwatch-baseline-sessions "
+              f"{MIN_SESSIONS} or more) to judge by this baseline's own spread")
+    if class_spread is not None:
+        spread, where = class_spread
+        dt = stats.drift_tolerance(spread, n, alpha, known=False)
+        tol = max(requested, dt.tolerance)
+        return DriftBasis(tol, f"only {n} recording session(s): the machine class's session spread {spread:.1%} "
+                               f"({where}) sets the tolerance to {tol:.1%}; {record}")
+    return DriftBasis(requested, f"only {n} recording session(s) and no session spread measured for this machine "
+                                 f"class: the requested {requested:.1%} tolerance, which may call the machine's own "
+                                 f"drift a regression; {record}")
+
+
+def drift(
+    current: Sequence[float],
+    reference: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    requested: float = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    sessions: Sequence[Sequence[float]] | None = None,
+    class_spread: tuple[float, str] | None = None,
+) -> tuple[Comparison, DriftBasis]:
+    """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`."""
+    basis = drift_basis(requested, sessions, class_spread, alpha)
+    enough = sessions is not None and len(sessions) >= MIN_SESSIONS
+    cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
+                  reference_sessions=sessions if enough else None)
+    return cmp, basis
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Outcome of ``relative_gate``. ``gain`` is median(a)/median(b) − 1 in the better direction."""
+
+    verdict: GateVerdict
+    gain: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    margin: float
+    p_pass: float
+    p_fail: float
+    p_differ: float
+    cv_a: float
+    cv_b: float
+    runs_needed: int
+    n_a: int
+    n_b: int
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        """True only for a significant win of at least the margin."""
+        return self.verdict is GateVerdict.PASS
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (verdict as its string value)."""
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        return d
+
+
+def relative_gate(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    margin: float = 0.0,
+    higher_is_better: bool = True,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    names: tuple[str, str] = ("a", "b"),
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = stats.DEFAULT_SEED,
+    effect: float | None = None,
+) -> GateResult:
+    """Judge "a beats b by at least ``margin``" (a ≥ b·(1+margin), or a ≤ b/(1+margin) for latency).
+
+    ``effect`` is the change that the "need ~N runs" advice is sized for (default: the margin, or
+    the default tolerance when there is none).
+
+    A negative margin is a bound rather than a win: "a is at most |margin| worse than b" (for
+    example speculation on a machine where it is not expected to pay, such as the CPU smoke set).
+
+    PASS: a is significantly beyond b·(1+margin) (one-sided Mann-Whitney, p < alpha).
+    NO_EFFECT: a and b are not significantly different at all ("no measurable effect"; never a win).
+    FAIL: a is significantly short of b·(1+margin).
+    INCONCLUSIVE: a differs from b but neither of the above is significant (or n is too small).
+    """
+    if margin <= -1 or not 0 < alpha < 1:
+        raise UsageError(f"margin must be > -1 and alpha in (0, 1), got {margin}, {alpha}")
+    na, nb = names
+    xa = _check(a, na)
+    xb = _check(b, nb)
+    target = 1.0 + margin
+    # Work in "better is larger" terms: compare a against b scaled to the target.
+    scaled_b = xb * target if higher_is_better else xb / target
+    mw_t = stats.mann_whitney(xa, scaled_b)
+    p_pass = mw_t.p_greater if higher_is_better else mw_t.p_less
+    p_fail = mw_t.p_less if higher_is_better else mw_t.p_greater
+    p_differ = stats.mann_whitney(xa, xb).p_two_sided
+    ratio = float(np.median(xa) / np.median(xb))
+    gain = ratio - 1.0 if higher_is_better else 1.0 / ratio - 1.0
+    lo, hi = stats.bootstrap_ratio_ci(xa, xb, confidence=1 - alpha, n_resamples=n_resamples, seed=seed)
+    cv_a, cv_b = stats.cv(xa), stats.cv(xb)
+    effect = effect if effect else (margin if margin > 0 else DEFAULT_TOLERANCE)
+    need = stats.runs_needed(effect, max(cv_a, cv_b), alpha=alpha, power=power, alternative="greater")
+    p_min = stats.min_attainable_p(xa.size, xb.size, "greater")
+    want = f"{na} ≥ {nb}×{target:g}" if higher_is_better else f"{na} ≤ {nb}/{target:g}"
+    nums = (
+        f"{na}/{nb} median ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}], gain {_pct(gain)}, "
+        f"n={xa.size}/{xb.size}"
+    )
+    if p_min >= alpha:
+        verdict = GateVerdict.INCONCLUSIVE
+        k = stats.runs_to_reach_p(alpha, alternative="greater")
+        msg = (
+            f"inconclusive: n={xa.size}/{xb.size} cannot reach p<{alpha:g}; need ≥ {k} runs "
+            f"per side to judge {want}; {nums}"
+        )
+        need = max(need, k)
+    elif p_pass < alpha:
+        verdict = GateVerdict.PASS
+        msg = f"pass: {want} (p={_fmt_p(p_pass)}); {nums}"
+    elif p_differ >= alpha and p_fail >= alpha:
+        verdict = GateVerdict.NO_EFFECT
+        msg = (
+            f"no measurable effect: {na} vs {nb} p={_fmt_p(p_differ)}; {nums}; "
+            f"need ~{need} runs per side to see {effect * 100:g}%"
+        )
+    elif p_fail < alpha:
+        verdict = GateVerdict.FAIL
+        msg = f"fail: not {want} (p={_fmt_p(p_fail)} that it falls short); {nums}"
+    else:
+        verdict = GateVerdict.INCONCLUSIVE
+        msg = (
+            f"inconclusive: {na} differs from {nb} (p={_fmt_p(p_differ)}) but {want} is not shown "
+            f"(p={_fmt_p(p_pass)}); need ~{need} runs per side; {nums}"
+        )
+    return GateResult(
+        verdict=verdict,
+        gain=gain,
+        ratio=ratio,
+        ci_low=lo,
+        ci_high=hi,
+        margin=margin,
+        p_pass=p_pass,
+        p_fail=p_fail,
+        p_differ=p_differ,
+        cv_a=cv_a,
+        cv_b=cv_b,
+        runs_needed=need,
+        n_a=int(xa.size),
+        n_b=int(xb.size),
+        message=msg,
+    )
+
+
+__all__ = [
+    "Comparison",
+    "GateResult",
+    "GateVerdict",
+    "Verdict",
+    "compare",
+    "relative_gate",
+]

@@ -1,0 +1,1 @@
+"""Load: the HTTP client, workloads and measuring them on live servers."""

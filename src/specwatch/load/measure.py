@@ -1,0 +1,244 @@
+"""Run a workload against a server and collect samples plus the server's own counters.
+
+Per run: output tok/s, TTFT, inter-token latency and end-to-end latency, measured at the client.
+Around the measured runs: deltas of ``/metrics`` counters, ``/server_info`` snapshots, and the
+engine log lines written meanwhile, so checks can read graph use and accept length from the same
+window that was timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specwatch.load import gpuclock
+from specwatch.load.client import Client, Generation
+from specwatch.load.workload import Workload
+from specwatch.server.pool import RunningServer
+from specwatch.signals import logscan, promtext
+
+Progress = Callable[[str], None]
+
+#: metric -> (unit, higher_is_better)
+METRICS: dict[str, tuple[str, bool]] = {
+    "output_tok_s": ("tok/s", True),
+    "decode_tok_s": ("tok/s", True),
+    "ttft_ms": ("ms", False),
+    "itl_ms": ("ms", False),
+    "e2e_s": ("s", False),
+}
+
+
+@dataclass
+class RunSample:
+    """One measured run (``concurrency`` requests in flight)."""
+
+    output_tok_s: float  # all completion tokens over the run's wall time (TTFT included)
+    decode_tok_s: float  # tokens after the first over the time after the first (what speculation changes)
+    ttft_ms: float
+    itl_ms: float
+    e2e_s: float
+    completion_tokens: int
+    client_overhead: float  # fraction of the run's time the client spent parsing
+    generations: list[Generation] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class Measurement:
+    """Everything one workload produced on one server."""
+
+    profile: str
+    workload: Workload
+    runs: list[RunSample]
+    metrics_delta: promtext.Exposition | None
+    metrics_after: promtext.Exposition | None
+    server_info_before: dict[str, Any]
+    server_info_after: dict[str, Any]
+    log_records: list[logscan.Record]
+    wall_s: float
+    shared_host: bool = False
+    gpu_state: dict[str, dict[str, float]] = field(default_factory=dict)  # gpuclock medians during the runs
+
+    def samples(self, metric: str) -> list[float]:
+        return [float(getattr(r, metric)) for r in self.runs]
+
+    @property
+    def generations(self) -> list[Generation]:
+        return [g for r in self.runs for g in r.generations]
+
+    @property
+    def decode_records(self) -> list[logscan.DecodeRecord]:
+        return [r for r in self.log_records if isinstance(r, logscan.DecodeRecord)]
+
+    @property
+    def client_overhead(self) -> float:
+        """Worst per-run fraction of time spent in the client's own parsing."""
+        return max((r.client_overhead for r in self.runs), default=0.0)
+
+    def counter(self, name: str, **labels: str) -> float | None:
+        """Delta of a server counter over the measured runs (None without /metrics)."""
+        if self.metrics_delta is None:
+            return None
+        return self.metrics_delta.value(name, default=0.0, **labels)
+
+    @property
+    def median_tok_s(self) -> float:
+        return statistics.median(self.samples("output_tok_s"))
+
+
+async def _one_run(client: Client, prompts: list[str], wl: Workload) -> RunSample:
+    start = time.perf_counter()
+    gens = await asyncio.gather(*(client.generate(p, max_new_tokens=wl.max_new_tokens, ignore_eos=True)
+                                  for p in prompts))
+    wall = time.perf_counter() - start
+    tokens = sum(g.completion_tokens for g in gens)
+    itls = [x for g in gens for x in g.itl_s]
+    return RunSample(
+        output_tok_s=tokens / wall if wall > 0 else 0.0,
+        decode_tok_s=sum(g.decode_tok_s for g in gens),  # concurrent requests decode side by side
+        ttft_ms=1000 * statistics.median(g.ttft_s for g in gens),
+        itl_ms=1000 * statistics.median(itls) if itls else 0.0,
+        e2e_s=max(g.e2e_s for g in gens),
+        completion_tokens=tokens,
+        client_overhead=max(g.client_s / g.e2e_s for g in gens if g.e2e_s > 0),
+        generations=list(gens),
+    )
+
+
+class _Measuring:
+    """One server's side of a measurement: warm-up, timed runs, counters and log lines around them."""
+
+    def __init__(self, server: RunningServer, wl: Workload, client: Client) -> None:
+        self.server, self.wl, self.client = server, wl, client
+        self.prompts = wl.prompts()
+        self.per = wl.concurrency
+        self.slots = len(self.prompts) // self.per
+        self.runs: list[RunSample] = []
+        self.next_slot = wl.warmup
+
+    async def warm_up(self, note: Progress | None = None) -> None:
+        """Warm-up runs (excluded), the flush, and the counters before the timed runs.
+
+        SGLang answers ``/flush_cache`` with 400 while it is not idle; the flush is asked again
+        once after a second, and a flush that never took is said (the accept-length check then
+        relies on the counters' deltas, not on the reset).
+        """
+        wl, per = self.wl, self.per
+        warm_start = time.perf_counter()
+        for i in range(wl.warmup):
+            await _one_run(self.client, self.prompts[i * per:(i + 1) * per], wl)
+        while time.perf_counter() - warm_start < wl.warmup_s:  # same prompts: every run is a repeat
+            await _one_run(self.client, self.prompts[:per], wl)
+        if wl.flush_after_warmup and not await self.client.flush_cache():
+            await asyncio.sleep(1.0)
+            if not await self.client.flush_cache() and note is not None:
+                note(f"{self.server.profile.name}: /flush_cache was refused twice (server not idle?); its "
+                     "accept-length counters are not reset for this window")
+        self.info_before = await self.client.server_info()
+        self.text_before = await self.client.metrics()
+        self.log_start = self.server.log_size()
+
+    async def run_once(self) -> RunSample:
+        """One timed run (past ``runs``, the measured prompts come round again)."""
+        wl, i = self.wl, self.next_slot
+        slot = i if i < self.slots else wl.warmup + (i - wl.warmup) % max(1, self.slots - wl.warmup)
+        self.runs.append(await _one_run(self.client, self.prompts[slot * self.per:(slot + 1) * self.per], wl))
+        self.next_slot += 1
+        return self.runs[-1]
+
+    def done(self, elapsed: float) -> bool:
+        return len(self.runs) >= self.wl.runs and elapsed >= self.wl.min_duration_s
+
+    def note(self, note: Progress, elapsed: float) -> None:
+        wl = self.wl
+        goal = f"{wl.runs}" + (f", ≥ {wl.min_duration_s:g} s" if wl.min_duration_s else "")
+        note(f"{self.server.profile.name} {wl.name}: run {len(self.runs)}/{goal} ({elapsed:.0f} s), "
+             f"{self.runs[-1].output_tok_s:.1f} tok/s")
+
+    async def finish(self, wall: float, gpu_state: dict[str, dict[str, float]]) -> Measurement:
+        """Counters after the runs, the log lines they wrote, and the Measurement."""
+        text_after = await self.client.metrics()
+        info_after = await self.client.server_info()
+        server = self.server
+        records: list[logscan.Record] = []
+        if server.log_path is not None:
+            records = logscan.LogWindow(server.log_path, start=self.log_start).records()
+        before = promtext.parse_text(self.text_before) if self.text_before is not None else None
+        after = promtext.parse_text(text_after) if text_after is not None else None
+        return Measurement(
+            profile=server.profile.name, workload=self.wl, runs=self.runs,
+            metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
+            server_info_before=self.info_before, server_info_after=info_after, log_records=records, wall_s=wall,
+            shared_host=server.shared_host, gpu_state=gpu_state,
+        )
+
+
+async def measure_async(server: RunningServer, wl: Workload, progress: Progress | None = None) -> Measurement:
+    """Warm up, flush, then time ``wl.runs`` runs, capturing counters and log lines around them."""
+    return (await measure_interleaved_async([server], wl, progress))[0]
+
+
+async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
+                                    progress: Progress | None = None) -> list[Measurement]:
+    """Measure several live servers with their runs interleaved: A B B A A B B A ...
+
+    The servers run one at a time, so they never compete; a machine whose speed wanders over
+    seconds then slows both sides alike instead of whichever happened to run in its slow moment
+    (docs/validation/README.md, section 6). The ABBA order also cancels a steady drift.
+    """
+    note = progress or (lambda msg: None)
+    async with contextlib.AsyncExitStack() as stack:
+        sides = []
+        for server in servers:
+            client = await stack.enter_async_context(Client(server.url))
+            side = _Measuring(server, wl, client)
+            await side.warm_up(note)
+            sides.append(side)
+        started = time.perf_counter()
+        last_note = started
+        k = 0
+        with gpuclock.ClockSampler() as clocks:
+            while not all(side.done(time.perf_counter() - started) for side in sides):
+                for side in sides if k % 2 == 0 else sides[::-1]:
+                    await side.run_once()
+                k += 1
+                now = time.perf_counter()
+                finished = all(side.done(now - started) for side in sides)
+                if now - last_note > 10 or finished:
+                    for side in sides:
+                        side.note(note, now - started)
+                    last_note = now
+        wall = time.perf_counter() - started
+        await asyncio.sleep(0.05)  # let the servers flush their log lines for the last batch
+        return [await side.finish(wall, clocks.result) for side in sides]
+
+
+def measure_interleaved(servers: list[RunningServer], wl: Workload,
+                        progress: Progress | None = None) -> list[Measurement]:
+    """Synchronous :func:`measure_interleaved_async`."""
+    return asyncio.run(measure_interleaved_async(servers, wl, progress))
+
+
+def measure(server: RunningServer, wl: Workload, progress: Progress | None = None) -> Measurement:
+    """Synchronous :func:`measure_async`."""
+    return asyncio.run(measure_async(server, wl, progress))
+
+
+def merge(first: Measurement, later: Measurement) -> Measurement:
+    """Pool the runs of two measurements of the same server and workload (alternating boots).
+
+    Counters, server info and log records stay those of ``first``; the checks read those, the
+    gates read the pooled runs.
+    """
+    from dataclasses import replace
+
+    if (first.profile, first.workload.name) != (later.profile, later.workload.name):
+        raise ValueError(f"cannot merge {first.profile}/{first.workload.name} "
+                         f"with {later.profile}/{later.workload.name}")
+    return replace(first, runs=first.runs + later.runs, wall_s=first.wall_s + later.wall_s,
+                   workload=replace(first.workload, runs=len(first.runs) + len(later.runs)))

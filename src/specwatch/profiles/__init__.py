@@ -1,0 +1,1 @@
+"""Server profiles (TOML) and their schema: what to boot and how."""

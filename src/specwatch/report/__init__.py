@@ -1,0 +1,1 @@
+"""What a person reads: the summary table, Markdown, JUnit properties, pytest-benchmark JSON."""

@@ -1,0 +1,1 @@
+"""What outlives a run: results files, baselines, history, atomic writes."""

@@ -1,0 +1,430 @@
+"""Baseline files ``baselines/<machine-class>/<profile>.json``, reviewed in git.
+
+One file per machine class and profile holds, per ``<workload>/<metric>``, the raw samples, unit,
+direction and a summary (median, bootstrap CI, CV, n), plus the machine fingerprint, the commit of
+the server under test and the date. A baseline may keep the samples of its last few recording
+sessions (``sessions``, version 2): a machine drifts between sessions by about as much as the
+regressions worth catching (docs/validation/README.md), and a baseline that spans sessions carries
+that drift in its spread instead of hiding it. ``samples`` is then the pool of the kept sessions.
+Baselines change only through ``record`` (called by ``--update-baselines`` or ``specwatch baseline
+update``), so a reviewer sees the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specwatch.errors import SpecwatchError, UsageError
+from specwatch.judge import stats
+from specwatch.store.atomic import write_text_atomic
+from specwatch.store.machine import diff_fingerprints
+from specwatch.store.result import (
+    Migration,
+    Result,
+    ResultSet,
+    dumps,
+    finite_samples,
+    make_key,
+    migrate,
+    read_json,
+    utc_now,
+)
+
+BASELINE_VERSION = 2
+
+
+def _v1_to_v2(data: dict) -> dict:
+    """Version 1 had one session per baseline: it becomes the only entry of ``sessions``."""
+    metrics = data.get("metrics")
+    for m in metrics.values() if isinstance(metrics, dict) else ():
+        if isinstance(m, dict):  # anything malformed is left for from_dict to name
+            samples = m.get("samples")
+            m.setdefault("sessions", [{"recorded": data.get("recorded"), "commit": data.get("commit"),
+                                       "samples": list(samples) if isinstance(samples, list) else []}])
+    return data
+
+
+BASELINE_MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
+RECORD_HOW = "`pytest -m perf --update-baselines` or `specwatch baseline update RESULTS.json`"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+# Fingerprint fields that never make two machines different for a baseline's purpose.
+_VOLATILE = frozenset({"os", "host_id"})
+
+
+@dataclass
+class BaselineMetric:
+    """One metric of one workload in a baseline."""
+
+    workload: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    samples: list[float]
+    summary: stats.Summary
+    extra: dict[str, Any] = field(default_factory=dict)
+    # oldest first: recorded, commit, samples and, since session 3, host (machine.host_id)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """'<workload>/<metric>'."""
+        return f"{self.workload}/{self.metric}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """On-disk form."""
+        return {
+            "workload": self.workload, "metric": self.metric, "unit": self.unit,
+            "higher_is_better": self.higher_is_better, "samples": list(self.samples),
+            "summary": self.summary.to_dict(), "extra": dict(self.extra), "sessions": list(self.sessions),
+        }  # fmt: skip
+
+    def reference_for(self, host: str | None, min_sessions: int, *,
+                      same_class: bool | None = True) -> tuple[list[float], list[list[float]], str]:
+        """The samples, the per-session samples and a note, for a comparison made on machine ``host``.
+
+        With at least ``min_sessions`` sessions recorded on this very machine, only those count: a
+        per-machine baseline, because machines of one class differ by a few percent (leases of the
+        lent H200s by 5%, docs/validation/README.md section 7). Otherwise every session counts, and
+        the note says when none of them is known to come from here. ``same_class``: whether that
+        machine is of the baseline's class (False: of another class, None: unknown); the note never
+        claims more about the sessions' machines than the baseline records.
+        """
+        kept = [s for s in self.sessions if s.get("samples")]
+        if not kept:
+            return list(self.samples), [], ""
+        every = [list(s["samples"]) for s in kept]
+        hosts = {s["host"] for s in kept if s.get("host")}
+        unnamed = sum(1 for s in kept if not s.get("host"))
+        if same_class is False:
+            return list(self.samples), every, (
+                f"its {len(kept)} session(s) were recorded on another machine class than this machine's "
+                f"({_origin(hosts, unnamed)}): the comparison measures the machines as much as the server")
+        mine = [s for s in kept if host and s.get("host") == host]
+        if min_sessions <= len(mine) < len(kept):
+            pooled = [float(x) for s in mine for x in s["samples"]]
+            return pooled, [list(s["samples"]) for s in mine], (
+                f"judged against the {len(mine)} of its {len(kept)} sessions recorded on this machine")
+        note = ""
+        if host and hosts and host not in hosts:
+            of_class = " of the class" if same_class else ""
+            if unnamed:
+                head = (f"none of its {len(kept)} sessions is known to come from this machine "
+                        f"({len(kept) - unnamed} come from {len(hosts)} other machine(s){of_class}, {unnamed} "
+                        f"from a machine the baseline did not record)")
+            else:
+                head = (f"none of its {len(kept)} sessions was recorded on this machine (they come from "
+                        f"{len(hosts)} other machine(s){of_class})")
+            note = (f"{head}; machines of one class can differ by a few percent, which the sessions' spread "
+                    f"covers only when they span several machines")
+        return list(self.samples), every, note
+
+    @classmethod
+    def from_result(cls, r: Result, *, recorded: str = "", commit: str | None = None,
+                    earlier: list[dict[str, Any]] | None = None, keep_sessions: int = 1,
+                    host: str | None = None) -> BaselineMetric:
+        """From one result, after the kept ``earlier`` sessions (summary computed with a fixed seed)."""
+        if not r.samples:
+            raise UsageError(f"{r.key}: no samples to record as a baseline")
+        session = {"recorded": recorded, "commit": commit, "samples": list(r.samples)}
+        if host:
+            session["host"] = host
+        sessions = [*(earlier or []), session][-max(1, keep_sessions):]
+        pooled = [float(x) for sess in sessions for x in sess["samples"]]
+        return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
+                   stats.summarize(pooled), dict(r.extra), sessions)  # fmt: skip
+
+
+def _origin(hosts: set[str], unnamed: int) -> str:
+    """Which machines sessions come from, as far as they record it."""
+    if not hosts:
+        return "no session records its machine"
+    named = f"{len(hosts)} machine(s)"
+    return f"on {named}" if not unnamed else f"{named} named, {unnamed} session(s) without a recorded machine"
+
+
+def _check_sessions(sessions: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(sessions, list) or not all(isinstance(x, dict) for x in sessions):
+        raise UsageError(f"{where}: field 'sessions' must be a list of objects")
+    for i, sess in enumerate(sessions):
+        finite_samples(sess.get("samples", []), f"{where}: session {i}")
+        if not isinstance(sess.get("host") or "", str):
+            raise UsageError(f"{where}: session {i}: field 'host' must be a string")
+    return sessions
+
+
+def _summary(raw: Any, samples: list[float], where: str) -> stats.Summary:
+    if raw is None:
+        return stats.summarize(samples)
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: field 'summary' must be an object")
+    for name in stats.Summary.__dataclass_fields__:
+        v = raw.get(name)
+        if name == "confidence" and v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise UsageError(f"{where}: field 'summary.{name}' must be a number, got {v!r}; re-record the "
+                             "baseline (or delete its summary to have it recomputed)")
+    return stats.Summary.from_dict(raw)
+
+
+@dataclass
+class Baseline:
+    """A loaded baseline file."""
+
+    machine_class: str
+    profile: str
+    machine: dict[str, Any]
+    commit: str | None
+    recorded: str
+    metrics: dict[str, BaselineMetric]
+    path: Path | None = None
+
+    def get(self, workload: str, metric: str) -> BaselineMetric | None:
+        """The metric '<workload>/<metric>', or None."""
+        return self.metrics.get(f"{workload}/{metric}")
+
+    def reference(self, result: Result) -> BaselineMetric | None:
+        """The stored metric matching a current result (same workload and metric)."""
+        return self.get(result.workload, result.metric)
+
+    def as_results(self) -> list[Result]:
+        """The stored samples as Results (for comparisons and history imports)."""
+        return [
+            Result(make_key(self.profile, m.workload, m.metric), self.profile, m.workload, m.metric,
+                   m.unit, m.higher_is_better, list(m.samples), dict(m.extra))
+            for _, m in sorted(self.metrics.items())
+        ]  # fmt: skip
+
+    def fingerprint_warning(self, current: Mapping[str, Any]) -> str | None:
+        """Warning text listing how the current machine differs from the baseline's, or None."""
+        diffs = [
+            d for d in diff_fingerprints(self.machine, current) if d.split(":", 1)[0] not in _VOLATILE
+        ]
+        if not diffs:
+            return None
+        where = f" ({self.path})" if self.path else ""
+        lines = "\n".join(f"  - {d}" for d in diffs)
+        return (
+            f"baseline {self.machine_class}/{self.profile}{where} was recorded on a different "
+            f"machine or stack; numbers may not be comparable:\n{lines}"
+        )
+
+    def resolution_notes(self, requested: float, alpha: float = 0.01) -> list[str]:
+        """A line per throughput metric whose sessions are too spread for the ``requested`` tolerance."""
+        from specwatch.judge.compare import MIN_SESSIONS, drift_basis
+
+        notes = []
+        for name, m in sorted(self.metrics.items()):
+            sessions = [s["samples"] for s in m.sessions if s.get("samples")]
+            if not name.endswith("tok_s") or len(sessions) < MIN_SESSIONS:
+                continue
+            basis = drift_basis(requested, sessions, None, alpha)
+            if basis.tolerance > requested:
+                notes.append(f"baseline {self.profile} {name} is too noisy for the requested {requested:.1%} "
+                             f"tolerance: {basis.note}")
+        return notes
+
+    def to_dict(self) -> dict[str, Any]:
+        """On-disk form."""
+        return {
+            "version": BASELINE_VERSION,
+            "machine_class": self.machine_class,
+            "profile": self.profile,
+            "machine": dict(self.machine),
+            "commit": self.commit,
+            "recorded": self.recorded,
+            "metrics": {k: m.to_dict() for k, m in sorted(self.metrics.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path | None = None) -> Baseline:
+        """Build from the on-disk form of any version this specwatch reads (older ones migrated
+        first); UsageError names the bad field."""
+        where = str(path or "baseline")
+        data = migrate(copy.deepcopy(data), "baseline", BASELINE_VERSION, BASELINE_MIGRATIONS, where)
+        for name in ("machine_class", "profile"):
+            if not isinstance(data.get(name), str):
+                raise UsageError(f"{where}: field {name!r} must be a string")
+        machine = data.get("machine") or {}
+        if not isinstance(machine, dict):
+            raise UsageError(f"{where}: field 'machine' must be an object")
+        metrics_raw = data.get("metrics")
+        if not isinstance(metrics_raw, dict):
+            raise UsageError(f"{where}: field 'metrics' must be an object")
+        metrics: dict[str, BaselineMetric] = {}
+        for name, m in metrics_raw.items():
+            if not isinstance(m, dict):
+                raise UsageError(f"{where}: metric {name!r} must be an object")
+            try:
+                r = Result.from_dict({**m, "key": name, "profile": data["profile"]})
+            except UsageError as exc:
+                raise UsageError(f"{where}: metric {exc}") from None
+            if not r.samples:
+                raise UsageError(f"{where}: metric {name!r} has no samples")
+            sessions = _check_sessions(m.get("sessions"), f"{where}: metric {name!r}")
+            metrics[name] = BaselineMetric(
+                r.workload, r.metric, r.unit, r.higher_is_better, r.samples,
+                _summary(m.get("summary"), r.samples, f"{where}: metric {name!r}"), r.extra, sessions,
+            )  # fmt: skip
+        commit = data.get("commit")
+        return cls(
+            machine_class=data["machine_class"],
+            profile=data["profile"],
+            machine=dict(machine),
+            commit=str(commit) if commit is not None else None,
+            recorded=str(data.get("recorded") or ""),
+            metrics=metrics,
+            path=path,
+        )
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read one baseline file: the single reader, so every caller gets older versions migrated."""
+    p = Path(path)
+    return Baseline.from_dict(read_json(p, "baseline"), p)
+
+
+def _check_name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value) or ".." in value:
+        raise UsageError(
+            f"{what} {value!r} cannot name a baseline file (letters, digits, '.', '_', '+', '-')"
+        )
+    return value
+
+
+class BaselineStore:
+    """The folder of baselines: ``<root>/<machine-class>/<profile>.json``."""
+
+    def __init__(self, root: str | os.PathLike[str] = "baselines") -> None:
+        self.root = Path(root)
+
+    def path_for(self, machine_class: str, profile: str) -> Path:
+        """Where the baseline of this machine class and profile lives."""
+        return self.root / _check_name(machine_class, "machine class") / f"{_check_name(profile, 'profile')}.json"
+
+    def load(self, machine_class: str, profile: str) -> Baseline | None:
+        """The baseline, or None when none was recorded."""
+        path = self.path_for(machine_class, profile)
+        if not path.exists():
+            return None
+        return load_baseline(path)
+
+    def missing_message(self, machine_class: str, profile: str) -> str:
+        """What to say when there is no baseline, including how to record one."""
+        return (
+            f"no baseline for profile {profile!r} on machine class {machine_class!r} "
+            f"(expected {self.path_for(machine_class, profile)}); record one with {RECORD_HOW}"
+        )
+
+    def require(self, machine_class: str, profile: str) -> Baseline:
+        """The baseline, or UsageError saying how to record one."""
+        found = self.load(machine_class, profile)
+        if found is None:
+            raise UsageError(self.missing_message(machine_class, profile))
+        return found
+
+    def class_spread(self, machine_class: str, workload: str, metric: str) -> tuple[float, str] | None:
+        """The largest session-to-session spread of ``workload/metric`` among this machine class's
+        baselines with enough sessions, and where it was measured; None when none has enough.
+
+        The prior of a baseline with too few sessions of its own: the largest, so that no healthy
+        server is failed by a spread the class has shown.
+        """
+        from specwatch.judge import stats
+        from specwatch.judge.compare import MIN_SESSIONS
+
+        found: list[tuple[float, str]] = []
+        for mc, profile in self.available():
+            if mc != machine_class:
+                continue
+            try:
+                base = self.load(mc, profile)
+            except SpecwatchError:
+                continue  # a broken neighbour is reported when it is itself used
+            entry = base.get(workload, metric) if base else None
+            sessions = [s["samples"] for s in (entry.sessions if entry else []) if s.get("samples")]
+            if len(sessions) >= MIN_SESSIONS:
+                found.append((stats.session_spread(sessions), f"{profile}: {len(sessions)} sessions"))
+        return max(found) if found else None
+
+    def available(self) -> list[tuple[str, str]]:
+        """(machine_class, profile) pairs that have a baseline, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json"))
+
+    def _build(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
+               items: list[Result], *, recorded: str, keep_sessions: int) -> tuple[Path, Baseline]:
+        """The new baseline of one profile and its path; nothing written. The existing file, when
+        there is one, must load (a broken or newer one stops the update) and gives the kept sessions."""
+        mine = [r for r in items if r.profile == profile]
+        if not mine:
+            raise UsageError(f"no results for profile {profile!r} to record as a baseline")
+        path = self.path_for(machine_class, profile)
+        try:
+            old = self.load(machine_class, profile)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; nothing was written: repair or delete {path}, then record again") from None
+        metrics: dict[str, BaselineMetric] = {}
+        for r in mine:
+            before = old.get(r.workload, r.metric) if old and keep_sessions > 1 else None
+            m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
+                                           earlier=before.sessions if before else None,
+                                           host=fingerprint.get("host_id"))
+            if m.name in metrics:
+                raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
+            metrics[m.name] = m
+        base = Baseline(
+            machine_class=machine_class,
+            profile=profile,
+            machine={**dict(fingerprint), "machine_class": machine_class},
+            commit=commit,
+            recorded=recorded,
+            metrics=metrics,
+        )
+        return path, base
+
+    def record(
+        self,
+        machine_class: str,
+        profile: str,
+        fingerprint: Mapping[str, Any],
+        commit: str | None,
+        results: ResultSet | Iterable[Result],
+        *,
+        recorded: str | None = None,
+        keep_sessions: int = 1,
+    ) -> Path:
+        """Write the baseline of one profile from its results, atomically (the file's mode kept).
+
+        ``keep_sessions`` > 1 keeps the samples of up to that many recording sessions (this one
+        included, the oldest dropped first); 1 replaces the baseline.
+        """
+        items = results.results if isinstance(results, ResultSet) else list(results)
+        path, base = self._build(machine_class, profile, fingerprint, commit, items,
+                                 recorded=recorded or utc_now(), keep_sessions=keep_sessions)
+        return write_text_atomic(path, dumps(base.to_dict()))
+
+    def record_all(self, results: ResultSet, *, machine_class: str | None = None,
+                   keep_sessions: int = 1) -> list[Path]:
+        """Record one baseline per profile of a results file (its machine, commit and time).
+
+        All or nothing: every existing target is loaded and every new document built before the
+        first file is written, so a broken baseline in the folder leaves every file as it was.
+        """
+        mc = machine_class or results.machine_class
+        if not mc:
+            raise UsageError("the results file has no machine.machine_class; pass the machine class")
+        recorded = results.created or utc_now()
+        texts = []
+        for prof in results.profiles():
+            path, base = self._build(mc, prof, results.machine, results.commit, results.for_profile(prof),
+                                     recorded=recorded, keep_sessions=keep_sessions)
+            texts.append((path, dumps(base.to_dict())))
+        return [write_text_atomic(path, text) for path, text in texts]
