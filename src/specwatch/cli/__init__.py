@@ -1,0 +1,63 @@
+"""The ``specwatch`` console script: read logs, compare results, manage baselines, history and bisection.
+
+One module per group of subcommands, each with a ``register(sub)``.
+
+The main job itself is ``pytest -m perf``; these commands work on what it leaves behind (or on
+an SGLang log). Every user-facing error is one line on stderr with the exit code of its kind
+(see :mod:`specwatch.errors`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from specwatch import __version__
+from specwatch.cli import baselines, history, profiles, results
+from specwatch.cli.args import Parser
+from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, SpecwatchError
+
+#: the modules that add subcommands, in ``specwatch --help`` order
+COMMAND_MODULES = (results, baselines, history, profiles)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="specwatch", description="Read engine logs, compare results, manage baselines and history, bisect "
+        "regressions. The main job itself is `pytest -m perf`.")
+    parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMAND_MODULES:
+        module.register(sub)
+    from specwatch.revisions.ab import AB
+    from specwatch.revisions.gitbisect import Bisect, BisectPatches
+
+    for command in (AB, Bisect, BisectPatches):
+        p = sub.add_parser(command.name, help=command.help)
+        command.add_arguments(p)
+        p.set_defaults(func=command.run_from_args)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed as one line
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE if exc.code else EXIT_OK
+    try:
+        return int(args.func(args) or 0)
+    except SpecwatchError as exc:
+        print(f"specwatch: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("specwatch: interrupted", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        return EXIT_OK
+    except OSError as exc:  # the last net: the file system failed under a command (disk full, I/O error)
+        print(f"specwatch: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+

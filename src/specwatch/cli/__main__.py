@@ -1,0 +1,7 @@
+"""``python -m specwatch.cli``."""
+
+import sys
+
+from specwatch.cli import main
+
+sys.exit(main())

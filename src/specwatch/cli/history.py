@@ -1,0 +1,101 @@
+"""``specwatch history show|changes|plot|import``: the result history."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from specwatch.cli.args import existing_file, fraction
+from specwatch.errors import EXIT_OK, UsageError
+
+
+def _history(args: argparse.Namespace, *, readonly: bool = True):
+    """The history of ``--history``; only ``import`` may create it, the other commands just read."""
+    from specwatch.store.history import History
+
+    return History(args.history, readonly=readonly)
+
+
+def _cmd_history_import(args: argparse.Namespace) -> int:
+    from specwatch.store.result import ResultSet
+
+    loaded = []
+    for path in args.results:  # every file read and checked before the first is stored
+        rs = ResultSet.load(path)
+        if not rs.results:
+            raise UsageError(f"results file {path} holds no results; nothing was imported")
+        loaded.append((path, rs))
+    with _history(args, readonly=False) as hist:
+        for path, rs in loaded:
+            print(f"imported {path} as run {hist.append(rs)}")
+    return EXIT_OK
+
+
+def _keys(hist: Any, args: argparse.Namespace) -> list[str]:
+    keys = [args.key] if args.key else hist.keys(args.machine_class)
+    if not keys:
+        print(f"no runs in {args.history}" + (f" on machine class {args.machine_class}" if args.machine_class else ""))
+    return keys
+
+
+def _cmd_history_show(args: argparse.Namespace) -> int:
+    with _history(args) as hist:
+        for key in _keys(hist, args):
+            points = hist.series(key, machine_class=args.machine_class)
+            print(f"{key} ({len(points)} runs)")
+            for p in points:
+                print(f"  {p.time}  {(p.commit or '-')[:10]:10}  {p.machine_class or '-':16} "
+                      f"median {p.median:.4g} {p.unit}  n={len(p.samples)}"
+                      + (f"  (partial: {p.partial})" if p.partial else ""))
+    return EXIT_OK
+
+
+def _cmd_history_changes(args: argparse.Namespace) -> int:
+    from specwatch.judge.changepoint import detect
+
+    found = 0
+    with _history(args) as hist:
+        for key in _keys(hist, args):
+            # partial runs (interrupted, or some tests could not measure) are left out of change points
+            points = [p for p in hist.series(key, machine_class=args.machine_class)
+                      if math.isfinite(p.median) and not p.partial]
+            for cp in detect([p.median for p in points], alpha=args.alpha, test=args.test):
+                found += 1
+                at = points[cp.index]
+                print(f"{key}: change at run {at.run_id} ({at.time}, commit {(at.commit or '-')[:10]}): "
+                      f"{cp.before_median:.4g} -> {cp.after_median:.4g} {at.unit} ({cp.magnitude:+.1%}, p={cp.p:.3g})")
+    if not found:
+        print("no change points found")
+    return EXIT_OK
+
+
+def _cmd_history_plot(args: argparse.Namespace) -> int:
+    from specwatch.store.history import plot_series
+
+    with _history(args) as hist:
+        for path in plot_series(hist, args.out, machine_class=args.machine_class, alpha=args.alpha):
+            print(f"wrote {path}")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands to the ``specwatch`` parser."""
+    hist = sub.add_parser("history", help="the result history").add_subparsers(dest="action", required=True)
+    for name, func, text in (("show", _cmd_history_show, "list a metric's series"),
+                             ("changes", _cmd_history_changes, "name the runs where a metric moved"),
+                             ("plot", _cmd_history_plot, "one PNG per metric with change points"),
+                             ("import", _cmd_history_import, "append results files to the history")):
+        p = hist.add_parser(name, help=text)
+        p.add_argument("--history", default=".specwatch/history.sqlite")
+        p.add_argument("--machine-class", default=None)
+        p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1)")
+        p.add_argument("--test", choices=("ttest", "permutation"), default="ttest",
+                       help="significance of a split: Welch t-test as Apache Otava (default) or permutation")
+        if name == "import":
+            p.add_argument("results", nargs="+", type=existing_file)
+        elif name == "plot":
+            p.add_argument("--out", default="reports/plots")
+        else:
+            p.add_argument("key", nargs="?", help="profile/workload/metric (default: every key)")
+        p.set_defaults(func=func)

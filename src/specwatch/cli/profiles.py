@@ -1,0 +1,55 @@
+"""``specwatch profile show`` and ``specwatch allreduce``: server profiles and what their tuning buys."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from specwatch.cli.args import byte_sizes, existing_file, int_at_least, positive_float, positive_int
+from specwatch.errors import EXIT_OK
+
+
+def _cmd_profile_show(args: argparse.Namespace) -> int:
+    from specwatch.profiles.profile import load_profiles
+
+    ps = load_profiles(args.file)
+    for name, prof in ps.servers.items():
+        roles = [r for r, n in ps.roles.items() if n == name]
+        env = " ".join(f"{k}={v}" for k, v in sorted(prof.env_vars.items())) or "(no tuning variables)"
+        print(f"# {name} [{', '.join(roles) or '-'}] env {prof.env} via {prof.env_apply}: {env}")
+        print(" ".join(prof.command(args.host, args.port)))
+    return EXIT_OK
+
+
+def _cmd_allreduce(args: argparse.Namespace) -> int:
+    from specwatch.checks import allreduce
+
+    allreduce.main(args.file, rounds=args.rounds, sizes=args.sizes, graphed=args.graphed, device=args.device,
+                   calls=args.calls, samples=args.samples, timeout_s=args.timeout)
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands to the ``specwatch`` parser."""
+    p = sub.add_parser("profile", help="server profiles").add_subparsers(dest="action", required=True)
+    show = p.add_parser("show", help="print each server's command line and environment")
+    show.add_argument("file", nargs="?", default=None, help="profile TOML (default: the built-in set)")
+    show.add_argument("--host", default="127.0.0.1")
+    show.add_argument("--port", type=int, default=30000)
+    show.set_defaults(func=_cmd_profile_show)
+
+    p = sub.add_parser("allreduce", help="time NCCL all-reduce under the tuned and the untuned server's environment")
+    p.add_argument("file", nargs="?", default=None, type=existing_file,
+                   help="profile TOML with tuned/untuned servers at TP ≥ 2")
+    p.add_argument("--rounds", type=int_at_least(2), default=6,
+                   help="untuned/tuned launches in alternation, the statistical unit (default 6: p < 0.01 possible)")
+    p.add_argument("--sizes", type=byte_sizes, default="2048,6144,14336",
+                   help="message sizes in bytes (default 2048,6144,14336)")
+    p.add_argument("--graphed", choices=("auto", "yes", "no"), default="auto",
+                   help="all-reduce inside a CUDA graph, as a graphed server runs it (auto: on CUDA)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--calls", type=positive_int, default=20, help="all-reduces per timed sample")
+    p.add_argument("--samples", type=positive_int, default=30, help="timed samples per launch and size")
+    p.add_argument("--timeout", type=positive_float, default=180.0,
+                   help="seconds per launch before its ranks are killed")
+    p.set_defaults(func=_cmd_allreduce)
