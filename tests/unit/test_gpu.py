@@ -11,6 +11,9 @@ from specwatch.server.gpu import gpu_set_for_worker, visible_gpus, worker_index
 def test_cuda_visible_devices_wins_over_nvidia_smi() -> None:
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "4,5, 6"}) == [4, 5, 6]
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    # as CUDA reads it: enumeration stops at the first entry that is not a GPU (was: skipped)
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,2"}) == [0]
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "3,3"}) == [3]
 
 
 @pytest.mark.parametrize(("wid", "idx"), [(None, 0), ("master", 0), ("gw0", 0), ("gw3", 3)])

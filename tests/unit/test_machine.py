@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specwatch.signals import devices
 from specwatch.store import machine
 
 # Recorded on a 2×H200 host (driver 580.159.04, CUDA 13.0), verbatim including the ANSI
@@ -214,7 +215,7 @@ def test_visible_topology_counts_only_pairs_among_visible_gpus() -> None:
     assert topo["links"] == {"NODE": 6} and topo["worst"] == "NODE"
     across = machine.parse_topology(PCIE8_TOPO, only={3, 4})
     assert across["links"] == {"SYS": 1}
-    assert machine.select_visible(["GPU-a1", "GPU-a2"], ["GPU-a"]) is None  # ambiguous prefix
-    assert machine.select_visible(["GPU-a1", "GPU-b2"], ["1", "GPU-b", "0"]) == [1, 0]
-    assert machine.visible_devices({"CUDA_VISIBLE_DEVICES": " 2, 3 "}) == ["2", "3"]
-    assert machine.visible_devices({}) is None
+    assert devices.select_visible(["GPU-a1", "GPU-a2"], ["GPU-a"]) is None  # ambiguous prefix
+    assert devices.select_visible(["GPU-a1", "GPU-b2"], ["1", "GPU-b", "0"]) == [1, 0]
+    assert devices.visible_devices({"CUDA_VISIBLE_DEVICES": " 2, 3 "}) == ["2", "3"]
+    assert devices.visible_devices({}) is None

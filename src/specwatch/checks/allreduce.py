@@ -16,8 +16,6 @@ sample of the gates' own ``relative_gate`` (time: lower is better): 6 rounds are
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,7 @@ from specwatch.errors import InfraError, UsageError
 from specwatch.judge import compare
 from specwatch.paths import with_specwatch_importable
 from specwatch.profiles.profile import ProfileSet, ServerProfile
+from specwatch.server.process import kill_process_group
 
 #: Message sizes timed by default: ref-small's decode and verify all-reduces (1 and 3 tokens of
 #: d=1024 in bf16), and the case study's 14 KB one (7168 bf16 values: one token of a d=7168 model).
@@ -62,13 +61,16 @@ class SizeEffect:
                 f"{self.sentence}")
 
 
-def probe_env(profile: ServerProfile, managed: set[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a server of ``profile`` would start with, as far as NCCL is concerned: the
-    base environment without any variable some profile manages, then the profile's own variables
-    and its ``extra_env`` (e.g. NCCL_P2P_DISABLE for the socket world)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in managed}
-    env.update(profile.env_vars)
-    env.update(profile.extra_env)
+def probe_env(profile: ServerProfile, managed: set[str], base: Mapping[str, str] | None = None, *,
+              run_dir: Path | None = None) -> dict[str, str]:
+    """The environment a server of ``profile`` would start with (:func:`specwatch.server.launch.server_environment`,
+    without the recording probe), with specwatch importable for the rank processes. Files the
+    environment needs (an ``env_apply = "sitecustomize"`` setter) go under ``run_dir`` (default: a
+    fresh temporary folder)."""
+    from specwatch.server.launch import server_environment
+
+    folder = run_dir if run_dir is not None else Path(tempfile.mkdtemp(prefix="specwatch-allreduce-env-"))
+    env, _ = server_environment(profile, managed=managed, run_dir=folder, base_env=base, with_probe=False)
     env["PYTHONPATH"] = with_specwatch_importable(env.get("PYTHONPATH"))
     return env
 
@@ -87,7 +89,7 @@ def run_probe(env: Mapping[str, str], *, world: int, sizes: Sequence[int], devic
         try:
             log, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_process_group(proc, grace=0.0)
             proc.communicate()
             raise InfraError(f"the all-reduce probe ({world} ranks, {device}) did not finish in {timeout_s:g} s; "
                              "killed (an NCCL hang or a rank that never joined)") from None
@@ -159,12 +161,14 @@ def main(profiles: str | None, *, rounds: int, sizes: Sequence[int], graphed: st
         raise UsageError("--graphed yes needs --device cuda")
     managed = managed_variables(ps.servers.values())
     runs: dict[str, list[ProbeRun]] = {"untuned": [], "tuned": []}
-    for r in range(rounds):
-        for role, prof in (("untuned", untuned), ("tuned", tuned)):
-            progress(f"[specwatch] all-reduce probe, round {r + 1}/{rounds}: {prof.name} ({prof.tp} ranks, {dev}, "
-                     f"{'graphed' if use_graphs else 'eager'})")
-            runs[role].append(run_probe(probe_env(prof, managed), world=prof.tp, sizes=sizes, device=dev,
-                                        graphed=use_graphs, calls=calls, samples=samples, timeout_s=timeout_s))
+    with tempfile.TemporaryDirectory(prefix="specwatch-allreduce-env-") as envdir:
+        for r in range(rounds):
+            for role, prof in (("untuned", untuned), ("tuned", tuned)):
+                progress(f"[specwatch] all-reduce probe, round {r + 1}/{rounds}: {prof.name} ({prof.tp} ranks, "
+                         f"{dev}, {'graphed' if use_graphs else 'eager'})")
+                env = probe_env(prof, managed, run_dir=Path(envdir) / f"{role}-{r}")
+                runs[role].append(run_probe(env, world=prof.tp, sizes=sizes, device=dev, graphed=use_graphs,
+                                            calls=calls, samples=samples, timeout_s=timeout_s))
     effects = tuning_effects(runs["untuned"], runs["tuned"], min_effect=ps.gates.tuning_min_effect)
     first = runs["tuned"][0]
     progress(f"all-reduce, {first.world} ranks over {first.backend}, {'CUDA graph' if first.graphed else 'eager'}, "

@@ -6,23 +6,37 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 
 from specwatch.errors import UsageError
+from specwatch.signals.devices import select_visible, visible_devices
 
 
-def visible_gpus(environ: dict[str, str] | None = None) -> list[int]:
-    """GPU indices this process may use: CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
+def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int]:
+    """nvidia-smi indices of the GPUs this process may use: those ``CUDA_VISIBLE_DEVICES`` names (read
+    as CUDA reads it, :func:`specwatch.signals.devices.visible_devices`), else every GPU nvidia-smi lists."""
     env = os.environ if environ is None else environ
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None:
-        return [int(x) for x in re.split(r"[,\s]+", cvd.strip()) if x.strip().isdigit()]
+    visible = visible_devices(env)
+    if visible is not None:
+        if all(tok.isdigit() for tok in visible):
+            return list(dict.fromkeys(int(tok) for tok in visible))
+        picked = select_visible(_nvidia_smi(["--query-gpu=uuid", "--format=csv,noheader"]), visible)
+        if picked is None:
+            raise UsageError(f"CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} names a GPU UUID or MIG "
+                             "instance that nvidia-smi does not list once: give GPU indices or full UUIDs")
+        return picked
+    return [int(m.group(1)) for line in _nvidia_smi(["-L"]) if (m := re.match(r"GPU (\d+):", line))]
+
+
+def _nvidia_smi(args: list[str]) -> list[str]:
+    """Non-empty output lines of ``nvidia-smi ARGS``; [] without nvidia-smi or when it fails."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out, re.M)]
+    return [ln.strip() for ln in out.splitlines() if ln.strip()]
 
 
 def worker_index(worker_id: str | None) -> int:

@@ -31,28 +31,28 @@ def managed_variables(profiles: Iterable[ServerProfile]) -> set[str]:
     return names
 
 
-def build_launch(
+def server_environment(
     profile: ServerProfile,
     *,
-    port: int,
-    run_dir: Path,
     managed: set[str],
+    run_dir: Path,
     base_env: Mapping[str, str] | None = None,
     gpus: tuple[int, ...] = (),
-    host: str = "127.0.0.1",
-    boot_timeout: float = 900.0,
-) -> LaunchSpec:
-    """Compose the LaunchSpec of one server; writes its probe files under ``run_dir``."""
+    with_probe: bool = True,
+) -> tuple[dict[str, str], list[str]]:
+    """The one composition of a server's environment (see the module docstring), and the variable
+    names the probe watches. Files it needs (probe, env setter) are written under ``run_dir``.
+    ``with_probe=False``: the same environment without the recording probe (the all-reduce ranks)."""
     base = dict(os.environ if base_env is None else base_env)
     env = {k: v for k, v in base.items() if k not in managed and not k.startswith("SPECWATCH_PROBE")}
     pythonpath: list[str] = []
-    probe_dir = run_dir / "probe"
-    records_dir = run_dir / "probe-records"
     watched = sorted(managed | set(profile.env_vars) | set(profile.extra_env))
-    probe.write_probe(probe_dir)
-    pythonpath.append(str(probe_dir))
-    probe_vars = probe.probe_env(probe_dir, records_dir, [*watched, "NCCL_*"])
-    env.update({k: v for k, v in probe_vars.items() if k != "PYTHONPATH"})
+    if with_probe:
+        probe_dir = run_dir / "probe"
+        probe.write_probe(probe_dir)
+        pythonpath.append(str(probe_dir))
+        probe_vars = probe.probe_env(probe_dir, run_dir / "probe-records", [*watched, "NCCL_*"])
+        env.update({k: v for k, v in probe_vars.items() if k != "PYTHONPATH"})
     if profile.env_apply == "sitecustomize" and profile.env_vars:
         setter_dir = run_dir / "env-sitecustomize"
         probe.write_setter(setter_dir, profile.env_vars)
@@ -71,8 +71,24 @@ def build_launch(
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     env["PYTHONUNBUFFERED"] = "1"
     env.update(profile.extra_env)
+    return env, watched
+
+
+def build_launch(
+    profile: ServerProfile,
+    *,
+    port: int,
+    run_dir: Path,
+    managed: set[str],
+    base_env: Mapping[str, str] | None = None,
+    gpus: tuple[int, ...] = (),
+    host: str = "127.0.0.1",
+    boot_timeout: float = 900.0,
+) -> LaunchSpec:
+    """Compose the LaunchSpec of one server; writes its probe files under ``run_dir``."""
+    env, watched = server_environment(profile, managed=managed, run_dir=run_dir, base_env=base_env, gpus=gpus)
     return LaunchSpec(
         name=profile.name, argv=profile.command(host, port), env=env, host=host, port=port,
         log_path=run_dir / "server.log", boot_timeout=boot_timeout, gpus=gpus,
-        meta={"probe_records": str(records_dir), "watched": watched},
+        meta={"probe_records": str(run_dir / "probe-records"), "watched": watched},
     )

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -210,8 +211,7 @@ class ServerProcess:
             return
         self.tree_pids()
         pids = set(self._known) | {self.proc.pid}
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        signal_group(self.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.proc.poll()
@@ -221,8 +221,7 @@ class ServerProcess:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        signal_group(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         if self._reaper is not None:
@@ -231,6 +230,27 @@ class ServerProcess:
             if self._reaper.poll() is None:
                 self._reaper.kill()
         _wait_port_free(self.spec.host, self.spec.port, 10.0)
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to process group ``pgid``; False when the group is gone or not ours."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError, OSError):
+        return False
+
+
+def kill_process_group(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """The one way specwatch stops a child that leads its own process group (``start_new_session``):
+    SIGTERM to the group, ``grace`` seconds to exit, then SIGKILL to the group, and reap the child."""
+    for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        signal_group(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _is_zombie(pid: int) -> bool:

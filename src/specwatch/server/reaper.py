@@ -17,6 +17,8 @@ import time
 
 import psutil
 
+from specwatch.server.process import signal_group
+
 POLL_S = 0.25
 GRACE_S = 3.0
 
@@ -25,8 +27,7 @@ def _kill(pids: set[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-        with contextlib.suppress(OSError):  # servers lead their own process group
-            os.killpg(pid, sig)
+        signal_group(pid, sig)  # servers lead their own process group
 
 
 def _alive(pid: int) -> bool:
@@ -39,11 +40,7 @@ def _alive(pid: int) -> bool:
 
 def _group_alive(pgid: int) -> bool:
     """Whether any process (zombies included) is still in process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError, OSError):
-        return False
+    return signal_group(pgid, 0)
 
 
 def watch(watched: int, servers: list[int]) -> int:

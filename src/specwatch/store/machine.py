@@ -17,6 +17,8 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from specwatch.signals.devices import select_visible, visible_devices
+
 Runner = Callable[[list[str]], "str | None"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -51,44 +53,6 @@ def parse_cuda_version(text: str | None) -> str | None:
     """CUDA version from ``nvidia-smi`` or ``nvidia-smi --version`` output."""
     m = re.search(r"CUDA Version\s*:?\s*([0-9][0-9.]*)", text or "")
     return m.group(1) if m else None
-
-
-def visible_devices(env: Mapping[str, str]) -> list[str] | None:
-    """The entries of ``CUDA_VISIBLE_DEVICES`` that CUDA would use, or None when it is unset.
-
-    Like CUDA, enumeration stops at the first entry that is neither an index ≥ 0 nor a GPU UUID
-    (so ``-1`` or an empty value hide every GPU).
-    """
-    raw = env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None:
-        return None
-    out: list[str] = []
-    for tok in (t.strip() for t in raw.split(",")):
-        if not (tok.isdigit() or tok.startswith(("GPU-", "MIG-"))):
-            break
-        out.append(tok)
-    return out
-
-
-def select_visible(uuids: list[str], visible: list[str]) -> list[int] | None:
-    """nvidia-smi indices of the GPUs that ``visible`` (from :func:`visible_devices`) names, in its
-    order; None when that cannot be told (a MIG instance, or an index or UUID that does not exist)."""
-    picked: list[int] = []
-    for tok in visible:
-        if tok.isdigit():
-            idx = int(tok)
-            if idx >= len(uuids):
-                return None
-        elif tok.startswith("GPU-"):
-            hits = [i for i, u in enumerate(uuids) if u.startswith(tok)]
-            if len(hits) != 1:
-                return None
-            idx = hits[0]
-        else:
-            return None
-        if idx not in picked:
-            picked.append(idx)
-    return picked
 
 
 def parse_topology(text: str | None, only: Collection[int] | None = None) -> dict[str, Any]:
@@ -299,6 +263,4 @@ __all__ = [
     "parse_gpu_query",
     "parse_topology",
     "run_command",
-    "select_visible",
-    "visible_devices",
 ]
