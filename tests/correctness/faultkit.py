@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from specwatch.load.measure import Measurement
 from specwatch.load.workload import Workload, prompt_set
 from specwatch.profiles.profile import ServerProfile
 from specwatch.run.session import Session
@@ -32,3 +33,10 @@ def fault_profile(session: Session, role: str, suffix: str, *fault_args: str, **
         pytest.skip(f"{' '.join(fault_args)} is a reference-server fault switch; {base.name} runs {base.engine}")
     return dataclasses.replace(base, name=f"{base.name}+{suffix}", extra_args=(*base.extra_args, *fault_args),
                                **changes)
+
+
+def baseline_measurement(session: Session, spec: Measurement) -> Measurement | None:
+    """The baseline server's measurement of ``spec``'s workload, when this run took one: the
+    verify-graphs check's yardstick for a plain decode step."""
+    base = session.profiles.for_role("baseline")
+    return session.measurements.get((base.name, spec.workload.name)) if base else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.checks import runner as checks
+from specwatch.checks import accept_length
 from specwatch.judge import speculative
 from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
@@ -20,18 +20,18 @@ def _steps(server: RunningServer) -> int:
 
 def test_sources_reconcile_on_the_live_server(specwatch_session: Session, spec_server: RunningServer) -> None:
     m = specwatch_session.measure("spec")
-    result = checks.accept_length(specwatch_session, spec_server, m)
+    result = accept_length.check(specwatch_session, spec_server, m)
     if result.skipped:
         pytest.skip(result.reason)
     assert result.ok, result.message
-    sources = {e.source for e in result.detail.estimates}
+    sources = {e.source for e in result.details.estimates}
     assert "/metrics delta" in sources and any(s.startswith("meta_info of") for s in sources), result.message
     if not spec_server.external:
         # a pool server also offers its log windows and /server_info: every source took part
         assert any(s.startswith("Decode lines") for s in sources), result.message
         assert "/server_info avg_spec_accept_length" in sources, result.message
     top = _steps(spec_server) + 1
-    for est in result.detail.estimates:
+    for est in result.details.estimates:
         assert 1.0 <= est.value <= top, est.describe()
 
 

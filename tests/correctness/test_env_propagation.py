@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.checks import runner as checks
+from specwatch.checks import environment
 from specwatch.checks.envcheck import VIEW_PROC
 from specwatch.profiles.profile import TUNED_NCCL
 from specwatch.run.session import Session
@@ -24,13 +24,13 @@ def _workers(server: RunningServer) -> list[procenv.ProcInfo]:
 
 
 def test_tuned_variables_reach_every_worker(specwatch_session: Session, tuned_server: RunningServer) -> None:
-    result = checks.environment(specwatch_session, tuned_server)
+    result = environment.check(specwatch_session, tuned_server)
     if result.skipped:
         pytest.skip(result.reason)
     assert result.ok, result.message
     expected = dict(tuned_server.profile.env_vars)
     assert expected, f"{tuned_server.profile.name} is the tuned fixture but has no environment variables"
-    report = result.detail
+    report = result.details
     for worker in _workers(tuned_server):
         for var, value in expected.items():
             verdict = report.verdict_for(worker.pid, var)
@@ -46,11 +46,11 @@ def test_tuned_variables_reach_every_worker(specwatch_session: Session, tuned_se
 
 def test_untuned_workers_carry_no_tuned_variable(specwatch_session: Session, untuned_server: RunningServer) -> None:
     assert not untuned_server.profile.env_vars, "the untuned fixture must not set tuning variables"
-    result = checks.environment(specwatch_session, untuned_server)
+    result = environment.check(specwatch_session, untuned_server)
     if result.skipped:
         pytest.skip(result.reason)
     assert result.ok, result.message
-    assert result.detail.mode == "untuned"
+    assert result.details.mode == "untuned"
     for worker in _workers(untuned_server):
         for var in TUNED_NCCL:
-            assert result.detail.verdict_for(worker.pid, var) == "ok", f"{var} in pid {worker.pid}\n{result.message}"
+            assert result.details.verdict_for(worker.pid, var) == "ok", f"{var} in pid {worker.pid}\n{result.message}"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS, fault_profile
-from specwatch.checks import runner as checks
+from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS, baseline_measurement, fault_profile
+from specwatch.checks import accept_length, environment, lossless_live, verify_graphs
 from specwatch.profiles.profile import TUNED_NCCL
 from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
@@ -34,7 +34,7 @@ def test_leaked_sitecustomize_contaminates_untuned_server(specwatch_session: Ses
     prof = fault_profile(specwatch_session, "untuned", "leaked-sitecustomize",
                          pythonpath=(*untuned.pythonpath, str(leak_dir)))
     server = specwatch_session.server_for_profile(prof)
-    result = checks.environment(specwatch_session, server)
+    result = environment.check(specwatch_session, server)
     assert result.failed, result.message
     for var in TUNED_NCCL:
         assert var in result.reason, result.message
@@ -43,7 +43,7 @@ def test_leaked_sitecustomize_contaminates_untuned_server(specwatch_session: Ses
     for proc in [main, *workers]:
         assert f"(pid {proc.pid})" in result.reason, result.message
         for var in TUNED_NCCL:
-            assert result.detail.verdict_for(proc.pid, var) == "leak", (proc.pid, var, result.message)
+            assert result.details.verdict_for(proc.pid, var) == "leak", (proc.pid, var, result.message)
     # /proc shows the start environment, which never had them: the probe caught the leak
     assert "leak" in result.message and "[probe" in result.message, result.message
     assert "sitecustomize.py on PYTHONPATH" in result.reason and f"pid {main.pid}" in result.reason, result.reason
@@ -53,41 +53,41 @@ def test_leaked_sitecustomize_contaminates_untuned_server(specwatch_session: Ses
 def test_dropped_nccl_env_reported_per_worker(specwatch_session: Session) -> None:
     prof = fault_profile(specwatch_session, "tuned", "drop-env-NCCL", "--ref-fault-drop-env", "NCCL_")
     server = specwatch_session.server_for_profile(prof)
-    result = checks.environment(specwatch_session, server)
+    result = environment.check(specwatch_session, server)
     assert result.failed, result.message
     procs, workers = _tree(server)
     for worker in workers:
         assert f"(pid {worker.pid})" in result.reason, result.message
         for var in prof.env_vars:
-            assert result.detail.verdict_for(worker.pid, var) == "missing", (worker.pid, var, result.message)
+            assert result.details.verdict_for(worker.pid, var) == "missing", (worker.pid, var, result.message)
             line = next(ln for ln in result.message.splitlines() if f"(pid {worker.pid}) {var}: missing" in ln)
             assert "[probe" in line, line  # the view that answered for a retitled worker
         assert f"pid {worker.pid}" in result.message.split("views per process:")[1]
     main = next(p for p in procs if p.role and p.role.role == "main")
     for var in prof.env_vars:  # the main process still has them: only the workers lost them
-        assert result.detail.verdict_for(main.pid, var) == "ok", result.message
+        assert result.details.verdict_for(main.pid, var) == "ok", result.message
     assert "lost when the workers were spawned" in result.reason, result.reason
 
 
 def test_eager_verify_fails_graph_check(specwatch_session: Session, boot_and_measure) -> None:
     prof = fault_profile(specwatch_session, "spec", "eager-verify", "--ref-fault-eager-verify")
     server, m = boot_and_measure(prof)
-    result = checks.verify_graphs(specwatch_session, server, m)
+    result = verify_graphs.check(specwatch_session, server, m, baseline_measurement(specwatch_session, m))
     assert result.failed, result.message
     assert result.reason in result.message
     if m.server_info_after.get("device") == "cpu":
         assert "runs on CPU" in result.reason and "no CUDA graphs exist" in result.reason, result.message
     else:
         assert "did not replay" in result.reason, result.message
-    counters = checks.graph_counters(m.metrics_delta)
+    counters = verify_graphs.graph_counters(m.metrics_delta)
     assert counters and counters.get("decode_none", 0) > 0 and counters.get("decode_cuda_graph", 0) == 0
 
 
 def test_diverging_draft_fails_lossless(specwatch_session: Session) -> None:
     prof = fault_profile(specwatch_session, "spec", "diverge", "--ref-fault-diverge")
-    result = checks.lossless(specwatch_session, "baseline", prof, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
+    result = lossless_live.check(specwatch_session, "baseline", prof, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
     assert result.failed, result.message
-    differing = result.detail.differing
+    differing = result.details.differing
     assert differing, result.message
     for d in differing:
         assert d.first_diff is not None and 0 <= d.first_diff < LOSSLESS_MAX_NEW
@@ -99,7 +99,7 @@ def test_diverging_draft_fails_lossless(specwatch_session: Session) -> None:
 
 
 def test_extra_tokens_per_cycle_is_not_an_accept_length() -> None:
-    result = checks.explain_value(0.92, num_steps=2, num_draft_tokens=3)
+    result = accept_length.explain_value(0.92, num_steps=2, num_draft_tokens=3)
     assert result.failed
     assert "looks like extra tokens per cycle" in result.message and "canonical value 1.92" in result.message
 
@@ -107,7 +107,7 @@ def test_extra_tokens_per_cycle_is_not_an_accept_length() -> None:
 def test_claimed_092_disagrees_with_the_live_sources(specwatch_session: Session, spec_server: RunningServer) -> None:
     """The case study's 0.92 against what the server itself measured: out of bounds, explained, apart."""
     m = specwatch_session.measure("spec")
-    result = checks.accept_length(None, spec_server, m, claimed=0.92)
+    result = accept_length.check(None, spec_server, m, claimed=0.92)
     assert result.failed, result.message
     assert "looks like extra tokens per cycle; canonical value 1.92" in result.reason, result.reason
     assert "claimed value vs" in result.reason or "vs claimed value" in result.reason, result.reason

@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS
-from specwatch.checks import runner as checks
+from specwatch.checks import lossless_live
 from specwatch.load.client import run_sync
+from specwatch.load.greedy import generate_greedy
 from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
 
@@ -17,21 +18,21 @@ pytestmark = pytest.mark.correctness
 
 def test_baseline_greedy_output_is_deterministic(specwatch_session: Session, baseline_server: RunningServer) -> None:
     """The premise of the comparison (and the memo the next tests reuse while the baseline is up)."""
-    first = checks.greedy_outputs(specwatch_session, specwatch_session.profile_for("baseline"), LOSSLESS_PROMPTS,
+    first = lossless_live.greedy_outputs(specwatch_session, specwatch_session.profile_for("baseline"), LOSSLESS_PROMPTS,
                                   LOSSLESS_MAX_NEW)
-    again = run_sync(checks.generate_greedy(baseline_server.url, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW))
+    again = run_sync(generate_greedy(baseline_server.url, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW))
     assert [len(o) for o in first] == [LOSSLESS_MAX_NEW] * len(LOSSLESS_PROMPTS)
     assert first == again
 
 
 def test_speculative_output_equals_baseline(specwatch_session: Session, spec_server: RunningServer) -> None:
-    result = checks.lossless(specwatch_session, "baseline", "spec", LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
+    result = lossless_live.check(specwatch_session, "baseline", "spec", LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
     if result.skipped:
         pytest.skip(result.reason)
     print(result.message)  # near-tie flips, their margins and the noise bound, in the -rA report
     assert result.ok, result.message
-    assert result.detail.identical_fraction == 1.0
-    assert len(result.detail.diffs) == len(LOSSLESS_PROMPTS)
+    assert result.details.identical_fraction == 1.0
+    assert len(result.details.diffs) == len(LOSSLESS_PROMPTS)
 
 
 def test_perfect_draft_output_equals_baseline(specwatch_session: Session) -> None:
@@ -40,7 +41,7 @@ def test_perfect_draft_output_equals_baseline(specwatch_session: Session) -> Non
     if spec.engine != "reference" or specwatch_session.config.server_url:
         pytest.skip("the perfect-draft preset is a reference-server model")
     perfect = dataclasses.replace(spec, name=f"{spec.name}+perfect-draft", model=f"{spec.model}-perfect")
-    result = checks.lossless(specwatch_session, "baseline", perfect, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
+    result = lossless_live.check(specwatch_session, "baseline", perfect, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
     print(result.message)
     assert result.ok, result.message
     # and the draft really was perfect: every verify cycle accepted every draft token

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from specwatch.load.measure import measure
 from specwatch.load.workload import Workload
-from specwatch.profiles.profile import parse_profiles
+from specwatch.profiles.loading import parse_profiles
 from specwatch.server.pool import ServerPool
 
 

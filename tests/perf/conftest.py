@@ -1,4 +1,4 @@
-"""Shared helper of the perf tests: turn a gate Outcome into pass, skip or a failing assertion.
+"""Shared helper of the perf tests: turn a gate Verdict into pass, skip or a failing assertion.
 
 The gates record their own verdict rows in the session (summary table, results, benchmark.json);
 this helper only adds them to the test's JUnit properties and asserts.
@@ -10,19 +10,19 @@ from collections.abc import Callable
 
 import pytest
 
+from specwatch.judge.verdict import Verdict
 from specwatch.report.table import add_user_properties
-from specwatch.run.gates import Outcome
 from specwatch.run.session import Session
 
 
 @pytest.fixture
-def enforce(specwatch_session: Session, request: pytest.FixtureRequest) -> Callable[[Outcome], None]:
-    """Add the outcome's rows to the JUnit properties, then skip, fail or pass the test."""
+def enforce(specwatch_session: Session, request: pytest.FixtureRequest) -> Callable[[Verdict], None]:
+    """Add the verdict's rows to the JUnit properties, then skip, fail or pass the test."""
 
-    def check(outcome: Outcome) -> None:
-        add_user_properties(request.node, outcome.rows)
-        if outcome.status == "skip":
-            pytest.skip(outcome.message)
-        assert not outcome.failed, outcome.message
+    def check(verdict: Verdict) -> None:
+        add_user_properties(request.node, verdict.rows)
+        if verdict.skipped:
+            pytest.skip(verdict.message)
+        assert not verdict.failed, verdict.message
 
     return check

@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
+from specwatch.judge.verdict import Verdict
 from specwatch.run import gates
-from specwatch.run.gates import Outcome
 from specwatch.run.session import Session
 
 pytestmark = pytest.mark.perf
-Enforce = Callable[[Outcome], None]
+Enforce = Callable[[Verdict], None]
 
 
 def test_speculation_beats_baseline(specwatch_session: Session, enforce: Enforce) -> None:

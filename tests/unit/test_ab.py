@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specwatch.judge import stats
-from specwatch.revisions import ab
+from specwatch.revisions import rounds
 
 
 def _rounds(values: list[float], key: str = "p/w/decode_tok_s") -> list[dict]:
@@ -20,8 +20,8 @@ def _rounds(values: list[float], key: str = "p/w/decode_tok_s") -> list[dict]:
 def test_a_consistent_slowdown_is_a_regression() -> None:
     base = _rounds([200, 210, 205, 198])
     head = _rounds([150, 160, 152, 149])
-    (k,) = ab.judge(base, head, tolerance=0.1, alpha=0.01)
-    assert k.verdict == ab.BAD
+    (k,) = rounds.judge(base, head, tolerance=0.1, alpha=0.01)
+    assert k.verdict == rounds.REGRESSION
     assert k.rounds.ratio == pytest.approx(0.75, abs=0.02)
     assert "worse than the 10.0% tolerance" in k.message
 
@@ -29,31 +29,31 @@ def test_a_consistent_slowdown_is_a_regression() -> None:
 def test_the_same_revision_is_no_regression() -> None:
     base = _rounds([200, 202, 199, 201])
     head = _rounds([201, 200, 200, 202])
-    (k,) = ab.judge(base, head, tolerance=0.02, alpha=0.01)
-    assert k.verdict == ab.GOOD
+    (k,) = rounds.judge(base, head, tolerance=0.02, alpha=0.01)
+    assert k.verdict == rounds.NO_REGRESSION
 
 
 def test_rounds_that_disagree_beyond_the_tolerance_are_unsure_not_bad() -> None:
     base = _rounds([200, 200, 200, 200])
     head = _rounds([150, 250, 170, 230])
-    (k,) = ab.judge(base, head, tolerance=0.05, alpha=0.01)
-    assert k.verdict == ab.UNSURE
-    assert ab.ABOutcome([k], 4).verdict == ab.UNSURE
+    (k,) = rounds.judge(base, head, tolerance=0.05, alpha=0.01)
+    assert k.verdict == rounds.UNSURE
+    assert rounds.Rounds([k], 4).verdict == rounds.UNSURE
 
 
 def test_lower_is_better_metrics_are_oriented() -> None:
     key = "p/w/e2e_s"
     base = [{key: ([1.0], "s", False)} for _ in range(4)]
     head = [{key: ([1.3 + 0.01 * i], "s", False)} for i in range(4)]
-    (k,) = ab.judge(base, head, metrics=("e2e_s",), tolerance=0.1)
-    assert k.verdict == ab.BAD
+    (k,) = rounds.judge(base, head, metrics=("e2e_s",), tolerance=0.1)
+    assert k.verdict == rounds.REGRESSION
 
 
 def test_only_keys_in_every_round_of_both_sides_are_judged() -> None:
     base = _rounds([1, 1, 1])
     head = [*_rounds([1, 1]), {}]
-    assert ab.judge(base, head) == []
-    assert ab.ABOutcome([], 3).verdict == ab.UNSURE  # nothing judged is never a pass
+    assert rounds.judge(base, head) == []
+    assert rounds.Rounds([], 3).verdict == rounds.UNSURE  # nothing judged is never a pass
 
 
 @given(st.lists(st.floats(0.5, 2.0), min_size=2, max_size=12))

@@ -13,7 +13,8 @@ from specwatch.checks.allreduce import ProbeRun, probe_env, run_probe, tuning_ef
 from specwatch.cli import main
 from specwatch.errors import EXIT_OK, EXIT_USAGE, InfraError, UsageError
 from specwatch.judge.compare import relative_gate
-from specwatch.profiles.profile import TUNED_NCCL, parse_profiles
+from specwatch.profiles.loading import parse_profiles
+from specwatch.profiles.profile import TUNED_NCCL
 from specwatch.server.launch import managed_variables
 
 TP2 = {

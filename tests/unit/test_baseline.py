@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.judge.compare import Verdict, compare
+from specwatch.judge.compare import DriftVerdict, compare
 from specwatch.judge.stats import summarize as stats_summary
 from specwatch.store.atomic import write_text_atomic
 from specwatch.store.baseline import BASELINE_VERSION, Baseline, BaselineMetric, BaselineStore, load_baseline
@@ -91,7 +91,7 @@ def test_baseline_catches_the_case_study_drift(tmp_path):
     cur = results(RETEST_82).get("baseline/single-stream/output_tok_s")
     ref = base.reference(cur)
     verdict = compare(cur.samples, ref.samples, higher_is_better=ref.higher_is_better)
-    assert verdict.verdict is Verdict.REGRESSION
+    assert verdict.verdict is DriftVerdict.REGRESSION
 
 
 def test_record_all_writes_one_file_per_profile(tmp_path):
@@ -171,9 +171,9 @@ def test_a_baseline_spanning_sessions_carries_the_machines_drift() -> None:
     drifted = list(rng.normal(1092, 6, 10))
     healthy_later = list(rng.normal(1095, 6, 10))
     slowed = list(rng.normal(1060, 8, 10))
-    assert compare(healthy_later, fast).verdict is Verdict.REGRESSION  # one session: a false alarm
-    assert compare(healthy_later, fast + drifted).verdict is not Verdict.REGRESSION
-    assert compare(slowed, fast + drifted).verdict is Verdict.REGRESSION
+    assert compare(healthy_later, fast).verdict is DriftVerdict.REGRESSION  # one session: a false alarm
+    assert compare(healthy_later, fast + drifted).verdict is not DriftVerdict.REGRESSION
+    assert compare(slowed, fast + drifted).verdict is DriftVerdict.REGRESSION
 
 
 def _host_session(store: BaselineStore, host: str, center: float, i: int) -> Baseline:
@@ -214,9 +214,9 @@ def test_sessions_remember_their_machine_and_a_machine_with_enough_sessions_is_j
     # the per-machine view is what catches a 6% slowdown on A that the class-wide spread hides
     slowed = [188.0 * (1 + 0.002 * k) for k in range(-4, 4)]
     own = m.reference_for("aaaa", 3)
-    assert compare(slowed, own[0], tolerance=0.05, reference_sessions=own[1]).verdict is Verdict.REGRESSION
+    assert compare(slowed, own[0], tolerance=0.05, reference_sessions=own[1]).verdict is DriftVerdict.REGRESSION
     every = m.reference_for("cccc", 3)
-    assert compare(slowed, every[0], tolerance=0.05, reference_sessions=every[1]).verdict is not Verdict.REGRESSION
+    assert compare(slowed, every[0], tolerance=0.05, reference_sessions=every[1]).verdict is not DriftVerdict.REGRESSION
 
 
 def test_cli_compare_uses_the_results_machine_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

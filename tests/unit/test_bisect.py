@@ -23,9 +23,12 @@ from typing import Any
 import pytest
 
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, UsageError
-from specwatch.revisions import ab
-from specwatch.revisions import gitbisect as bisect
-from specwatch.revisions import step as revisions
+from specwatch.revisions import bisection, gitbisect, rounds
+from specwatch.revisions import patches as patch_bisect
+from specwatch.revisions.git import worktree
+from specwatch.revisions.memo import BAD, GOOD, MEMO_VERSION, SKIP, Memo, RevisionRun
+from specwatch.revisions.rounds import DEFAULT_METRICS, REGRESSION, RoundSettings, Side
+from specwatch.revisions.step import MeasureConfig, classify, measure, samples_of
 from specwatch.store.result import Result, ResultSet
 
 SERVER = '''"""A tiny server whose cost depends on its work."""
@@ -165,7 +168,7 @@ BUILD_SETUP = f"{sys.executable} build.py"
 
 
 def median_of(results: str | Path | None) -> float:
-    (samples, _, _), = revisions.samples_of(results).values()
+    (samples, _, _), = samples_of(results).values()
     return statistics.median(samples)
 
 
@@ -183,17 +186,17 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     out = io.StringIO()
     kwargs: dict[str, Any] = dict(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
                                   memo=memo, tolerance=0.25, metrics=METRICS)
-    outcome = bisect.bisect_commits(out=out, **kwargs)
+    outcome = gitbisect.bisect_commits(out=out, **kwargs)
     text = out.getvalue()
     assert outcome.first_bad == shas[6], text
     assert outcome.last_good == shas[5], text
     verdicts = {m.ident: m.verdict for m in outcome.visited}
-    assert verdicts.get(shas[3]) == bisect.SKIP, text  # the broken build is visited and skipped
-    assert all(verdicts.get(s) != bisect.BAD for s in shas[:6]), text
+    assert verdicts.get(shas[3]) == SKIP, text  # the broken build is visited and skipped
+    assert all(verdicts.get(s) != BAD for s in shas[:6]), text
     # every step is an A/B in alternating rounds: the step first, then the good worktree, then reversed
     assert f"{shas[-1][:10]} round 1 step: tiny/handle/seconds" in text, text
     assert f"{shas[-1][:10]} round 2 good: tiny/handle/seconds" in text, text
-    store = bisect.Memo(outcome.memo_dir)
+    store = Memo(outcome.memo_dir)
     for side in ("step", "good"):
         for r in (1, 2):
             round_entry = store.get(f"{shas[6]}-{side}-r{r}")
@@ -218,13 +221,13 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     assert bad_entry.results is not None
     assert result.ResultSet.load(bad_entry.results).keys() == ["tiny/handle/seconds"]
     (key,) = bad_entry.detail["keys"]
-    assert key["verdict"] == ab.BAD
+    assert key["verdict"] == REGRESSION
     assert key["ratio"] == pytest.approx(10, rel=0.05)
     first = n_measured(counter)
     assert first == outcome.measured_now - 1  # the skipped commit's setup failed: it never reached pytest
     # the report names the commit and the first bad step's A/B
     report_out = io.StringIO()
-    assert bisect.report(outcome, report_out) == EXIT_REGRESSION
+    assert bisection.report(outcome, report_out) == EXIT_REGRESSION
     report = report_out.getvalue()
     assert f"first bad: {shas[6][:10]} 'checksum every reply'" in report
     assert f"last good: {shas[5][:10]} 'docs: more'" in report
@@ -232,7 +235,7 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     assert "regression" in report
     assert "skipped (not blamed)" in report
     # second run: every step's verdict comes from the memo
-    again = bisect.bisect_commits(out=io.StringIO(), **kwargs)
+    again = gitbisect.bisect_commits(out=io.StringIO(), **kwargs)
     assert again.first_bad == shas[6]
     assert again.measured_now == 0
     assert n_measured(counter) == first
@@ -253,32 +256,32 @@ def test_a_drifting_machine_does_not_blame_an_early_commit(repo: Path, counter: 
         files = {"server.py": SERVER.replace("WORK = 40000", "WORK = 60000")} if i == 6 else {"README": f"{i}\n"}
         shas.append(commit(repo, f"commit {i}", files))
     # what the old scheme did first: measure the good revision once (n == 0, the quiet machine)
-    with revisions.worktree(repo, shas[0]) as tree:
-        cfg = bisect.MeasureConfig(pytest_args=tuple(PYTEST_ARGS))
-        old_ref = bisect.measure(tree, cfg, bisect.Memo(tmp_path / "old"), "reference", "good", reference=None,
+    with worktree(repo, shas[0]) as tree:
+        cfg = MeasureConfig(pytest_args=tuple(PYTEST_ARGS))
+        old_ref = measure(tree, cfg, Memo(tmp_path / "old"), "reference", "good", reference=None,
                                  commit=shas[0], session="old")
     reference = median_of(old_ref.results)
     out = io.StringIO()
-    outcome = bisect.bisect_commits(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS,
+    outcome = gitbisect.bisect_commits(repo=repo, good=shas[0], bad="main", pytest_args=PYTEST_ARGS,
                                     memo=tmp_path / "memo", out=out, metrics=METRICS)  # default tolerance 5 %
     text = out.getvalue()
     assert outcome.first_bad == shas[6], text
     assert outcome.last_good == shas[5], text
-    store = bisect.Memo(outcome.memo_dir)
+    store = Memo(outcome.memo_dir)
     early = [m for m in outcome.visited if m.ident in shas[1:6]]
     assert early, text
     for m in early:
-        assert m.verdict == bisect.GOOD, text
+        assert m.verdict == GOOD, text
         # ... though the old scheme would have called it bad: 20 % or more slower than the reference
         assert median_of(store.get(f"{m.ident}-step-r1").results) > 1.19 * reference  # type: ignore[union-attr]
-    assert bisect.report(outcome, io.StringIO()) == EXIT_REGRESSION
+    assert bisection.report(outcome, io.StringIO()) == EXIT_REGRESSION
 
 
 def fake_measure(numbers: dict[str, list[float]], calls: list[str]) -> Any:
-    """A stand-in for bisect.measure: side name -> the medians its measurements give, in turn."""
+    """A stand-in for the measurement the round loop makes: side name -> the medians its measurements give, in turn."""
 
-    def measure(checkout: Path, cfg: bisect.MeasureConfig, memo: bisect.Memo, ident: str, label: str, *,
-                reference: Path | None, commit: str, session: str) -> bisect.RevisionRun:
+    def measure(checkout: Path, cfg: MeasureConfig, memo: Memo, ident: str, label: str, *,
+                reference: Path | None, commit: str, session: str) -> RevisionRun:
         assert reference is None
         side = ident.rsplit("-", 2)[1]
         value = numbers[side].pop(0)
@@ -286,15 +289,15 @@ def fake_measure(numbers: dict[str, list[float]], calls: list[str]) -> Any:
         results = memo.results_path(ident)
         ResultSet(results=[Result.make("p", "w", "output_tok_s", unit="tok/s", higher_is_better=True,
                                        samples=[value] * 3)]).save(results)
-        entry = bisect.RevisionRun(ident, label, bisect.GOOD, "ok", 0, str(results), 1.0, "now", session)
+        entry = RevisionRun(ident, label, GOOD, "ok", 0, str(results), 1.0, "now", session)
         memo.put(entry)
         return entry
 
     return measure
 
 
-def sides(tmp_path: Path) -> tuple[ab.Side, ab.Side]:
-    return (ab.Side("good", "good rev", tmp_path, "g" * 40, "g"), ab.Side("step", "step rev", tmp_path, "s" * 40, "s"))
+def sides(tmp_path: Path) -> tuple[Side, Side]:
+    return (Side("good", "good rev", tmp_path, "g" * 40, "g"), Side("step", "step rev", tmp_path, "s" * 40, "s"))
 
 
 def test_an_unsure_step_gets_more_rounds_then_is_skipped_never_bad(tmp_path: Path,
@@ -302,17 +305,17 @@ def test_an_unsure_step_gets_more_rounds_then_is_skipped_never_bad(tmp_path: Pat
     calls: list[str] = []
     # the step's rounds swing between 20 % slower and 20 % faster than good's: no verdict at 5 %
     numbers = {"good": [100.0] * 4, "step": [80.0, 120.0, 82.0, 118.0]}
-    monkeypatch.setattr(bisect, "measure", fake_measure(numbers, calls))
+    monkeypatch.setattr(rounds, "measure", fake_measure(numbers, calls))
     good, step = sides(tmp_path)
     out = io.StringIO()
-    memo = bisect.Memo(tmp_path / "memo")
-    entry = bisect.ab_step(good, step, ident="s" * 40, label="step rev", cfg=bisect.MeasureConfig(()), memo=memo,
-                           settings=bisect.StepSettings.make(), session="x", out=out)
+    memo = Memo(tmp_path / "memo")
+    entry = bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()), memo=memo,
+                           settings=bisection.step_settings(), session="x", out=out)
     text = out.getvalue()
-    assert entry.verdict == bisect.SKIP, text
+    assert entry.verdict == SKIP, text
     assert "the noise exceeded the 5.0% tolerance after 4 rounds" in entry.reason
     assert "unsure after 2 rounds" in text and "unsure after 3 rounds" in text
-    assert "the noise exceeded" in bisect.progress_line(entry)
+    assert "the noise exceeded" in bisection.progress_line(entry)
     # alternating rounds, the step first; every measurement named by revision, side and round
     assert [c.split("-", 1)[1] for c in calls] == ["step-r1", "good-r1", "good-r2", "step-r2",
                                                   "step-r3", "good-r3", "good-r4", "step-r4"]
@@ -322,11 +325,11 @@ def test_an_unsure_step_gets_more_rounds_then_is_skipped_never_bad(tmp_path: Pat
 
 def test_a_clear_step_is_decided_in_the_first_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     good, step = sides(tmp_path)
-    for step_numbers, verdict in (([60.0, 60.3], bisect.BAD), ([100.0, 100.02], bisect.GOOD)):
+    for step_numbers, verdict in (([60.0, 60.3], BAD), ([100.0, 100.02], GOOD)):
         calls: list[str] = []
-        monkeypatch.setattr(bisect, "measure", fake_measure({"good": [100.0, 100.01], "step": step_numbers}, calls))
-        entry = bisect.ab_step(good, step, ident="s" * 40, label="step rev", cfg=bisect.MeasureConfig(()),
-                               memo=bisect.Memo(tmp_path / verdict), settings=bisect.StepSettings.make(),
+        monkeypatch.setattr(rounds, "measure", fake_measure({"good": [100.0, 100.01], "step": step_numbers}, calls))
+        entry = bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()),
+                               memo=Memo(tmp_path / verdict), settings=bisection.step_settings(),
                                session="x", out=io.StringIO())
         assert entry.verdict == verdict, entry.reason
         assert len(calls) == 4  # two rounds, nothing more
@@ -337,34 +340,34 @@ def test_a_step_whose_good_side_fails_is_skipped_and_not_reused(tmp_path: Path,
     good, step = sides(tmp_path)
     real = fake_measure({"good": [], "step": [100.0]}, [])
 
-    def measure(checkout: Path, cfg: bisect.MeasureConfig, memo: bisect.Memo, ident: str, label: str,
-                **kw: Any) -> bisect.RevisionRun:
+    def measure(checkout: Path, cfg: MeasureConfig, memo: Memo, ident: str, label: str,
+                **kw: Any) -> RevisionRun:
         if "-good-" in ident:
-            entry = bisect.RevisionRun(ident, label, bisect.SKIP, "setup failed (exit 1)", None, None, 0.1, "now", "x")
+            entry = RevisionRun(ident, label, SKIP, "setup failed (exit 1)", None, None, 0.1, "now", "x")
             memo.put(entry)
             return entry
         return real(checkout, cfg, memo, ident, label, **kw)
 
-    monkeypatch.setattr(bisect, "measure", measure)
-    memo = bisect.Memo(tmp_path / "memo")
-    settings = bisect.StepSettings.make()
-    entry = bisect.ab_step(good, step, ident="s" * 40, label="step rev", cfg=bisect.MeasureConfig(()), memo=memo,
+    monkeypatch.setattr(rounds, "measure", measure)
+    memo = Memo(tmp_path / "memo")
+    settings = bisection.step_settings()
+    entry = bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()), memo=memo,
                            settings=settings, session="x", out=io.StringIO())
-    assert entry.verdict == bisect.SKIP
+    assert entry.verdict == SKIP
     assert "the good side could not be measured: setup failed" in entry.reason
-    assert not bisect._reusable(memo.get("s" * 40))  # not the revision's fault: measured again next time
+    assert not bisection.reusable(memo.get("s" * 40))  # not the revision's fault: measured again next time
     with pytest.raises(InfraError, match="cannot measure the good revision"):
-        bisect._check_bad_end(entry, memo, settings, "good rev")
+        bisection.check_bad_end(entry, memo, settings, "good rev")
 
 
 def test_step_settings_are_validated() -> None:
-    assert bisect.StepSettings.make() == bisect.StepSettings(2, 4, 0.05, ab.DEFAULT_METRICS, 0.01)
-    assert bisect.StepSettings.make(rounds=6).max_rounds == 6
+    assert bisection.step_settings() == RoundSettings(2, 4, 0.05, DEFAULT_METRICS, 0.01)
+    assert bisection.step_settings(rounds=6).max_rounds == 6
     for bad in (dict(rounds=1), dict(rounds=3, max_rounds=2), dict(tolerance=0), dict(alpha=1.5)):
         with pytest.raises(UsageError):
-            bisect.StepSettings.make(**bad)  # type: ignore[arg-type]
-    s = bisect.StepSettings.make(tolerance=0.1, metrics=["seconds"])
-    assert bisect.StepSettings.from_json(json.loads(json.dumps(s.to_json()))) == s
+            bisection.step_settings(**bad)  # type: ignore[arg-type]
+    s = bisection.step_settings(tolerance=0.1, metrics=["seconds"])
+    assert RoundSettings.from_json(json.loads(json.dumps(s.to_json()))) == s
 
 
 def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: Path, tmp_path: Path) -> None:
@@ -374,7 +377,7 @@ def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: 
     err = io.StringIO()
     sys_stderr, sys.stderr = sys.stderr, err
     try:
-        rc = bisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, memo=tmp_path / "m")
+        rc = gitbisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, memo=tmp_path / "m")
     finally:
         sys.stderr = sys_stderr
     assert rc == EXIT_USAGE
@@ -383,7 +386,7 @@ def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: 
     git(repo, "checkout", "--", "server.py")
     # nothing measurable (pytest collects nothing) is an infrastructure error, and the original
     # branch is restored anyway
-    rc = bisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=["-q", "no_such_test.py"],
+    rc = gitbisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=["-q", "no_such_test.py"],
                            memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
     assert rc == EXIT_INFRA
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
@@ -396,7 +399,7 @@ def test_a_good_revision_that_cannot_be_measured_is_an_infrastructure_error(repo
     err = io.StringIO()
     sys_stderr, sys.stderr = sys.stderr, err
     try:
-        rc = bisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
+        rc = gitbisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
                                memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
     finally:
         sys.stderr = sys_stderr
@@ -411,13 +414,13 @@ def test_bad_end_that_does_not_regress_is_not_bisected(repo: Path, counter: Path
     good = commit(repo, "initial server", base_files())
     commit(repo, "docs", {"README": "x\n"})
     out = io.StringIO()
-    outcome = bisect.bisect_commits(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS,
+    outcome = gitbisect.bisect_commits(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS,
                                     memo=tmp_path / "m", out=out, tolerance=0.25, metrics=METRICS)
     assert outcome.first_bad is None, out.getvalue()
     assert outcome.candidates == []
-    assert outcome.visited[0].verdict == bisect.GOOD, out.getvalue()
+    assert outcome.visited[0].verdict == GOOD, out.getvalue()
     report_out = io.StringIO()
-    assert bisect.report(outcome, report_out) == EXIT_OK
+    assert bisection.report(outcome, report_out) == EXIT_OK
     assert "no regression to bisect" in report_out.getvalue()
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
 
@@ -444,15 +447,15 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
     # pick up through a path while it runs in the worktrees
     kwargs: dict[str, Any] = dict(repo=repo, base=base, patches=patches, pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
                                   tolerance=0.25, metrics=METRICS)
-    outcome = bisect.bisect_patches(out=out, **kwargs)
+    outcome = patch_bisect.bisect_patches(out=out, **kwargs)
     assert outcome.memo_dir.parent == repo / ".git" / "specwatch" / "bisect"
     text = out.getvalue()
     assert outcome.first_bad is not None, text
-    assert bisect.patch_index(outcome.first_bad) == 4, text
+    assert patch_bisect.patch_index(outcome.first_bad) == 4, text
     assert outcome.last_good is not None
-    assert bisect.patch_index(outcome.last_good) == 3
-    by_k = {bisect.patch_index(m.ident): m.verdict for m in outcome.visited}
-    assert by_k == {4: bisect.BAD, 2: bisect.SKIP, 1: bisect.GOOD, 3: bisect.GOOD}, text
+    assert patch_bisect.patch_index(outcome.last_good) == 3
+    by_k = {patch_bisect.patch_index(m.ident): m.verdict for m in outcome.visited}
+    assert by_k == {4: BAD, 2: SKIP, 1: GOOD, 3: GOOD}, text
     assert "round 2 base: tiny/handle/seconds" in text, text  # bare base re-measured in every step
     # the user's checkout was never touched; the temporary worktrees are gone
     assert git(repo, "rev-parse", "HEAD") == head_before
@@ -463,54 +466,54 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
     assert first >= 12  # 4, 1 and 3: at least two rounds of both sides each
     # the report names the patch file
     report_out = io.StringIO()
-    rc = bisect.BisectPatches.run(out=report_out, **kwargs)
+    rc = patch_bisect.BisectPatches.run(out=report_out, **kwargs)
     assert rc == EXIT_REGRESSION
     assert "+4/4 0004-checksum-every-reply.patch" in report_out.getvalue()
     assert n_measured(counter) == first  # all from the memo
 
 
 def test_classify_never_blames_what_could_not_be_measured() -> None:
-    assert revisions.classify(0, True) == (bisect.GOOD, "all gates passed")
-    assert revisions.classify(1, True, failures=1)[0] == bisect.BAD
-    assert revisions.classify(1, True)[0] == bisect.BAD  # a gate set at session end, no failed test
-    assert revisions.classify(1, True, failures=0, errors=2)[0] == bisect.SKIP  # server did not boot
-    assert revisions.classify(1, False, failures=1)[0] == bisect.SKIP  # no results file
+    assert classify(0, True) == (GOOD, "all gates passed")
+    assert classify(1, True, failures=1)[0] == BAD
+    assert classify(1, True)[0] == BAD  # a gate set at session end, no failed test
+    assert classify(1, True, failures=0, errors=2)[0] == SKIP  # server did not boot
+    assert classify(1, False, failures=1)[0] == SKIP  # no results file
     for rc in (2, 3, 4, 5):
-        assert revisions.classify(rc, True)[0] == bisect.SKIP
-    assert revisions.classify(None, True)[0] == bisect.SKIP  # timeout
+        assert classify(rc, True)[0] == SKIP
+    assert classify(None, True)[0] == SKIP  # timeout
 
 
 def test_cli_arguments_split_at_double_dash() -> None:
     import argparse
 
     parser = argparse.ArgumentParser()
-    bisect.BisectPatches.add_arguments(parser)
+    patch_bisect.BisectPatches.add_arguments(parser)
     args = parser.parse_args(["--repo", "r", "--base", "b", "--rounds", "3", "a.patch", "b.patch", "--", "-m", "perf",
                               "--x"])
-    assert bisect._split_pytest_args(args.patches_and_args) == (["a.patch", "b.patch"], ["-m", "perf", "--x"])
-    assert bisect._step_options(args) == dict(rounds=3, max_rounds=None, tolerance=0.05, metrics=None, alpha=0.01)
+    assert bisection.split_pytest_args(args.patches_and_args) == (["a.patch", "b.patch"], ["-m", "perf", "--x"])
+    assert bisection.step_options(args) == dict(rounds=3, max_rounds=None, tolerance=0.05, metrics=None, alpha=0.01)
     parser = argparse.ArgumentParser()
-    bisect.Bisect.add_arguments(parser)
+    gitbisect.Bisect.add_arguments(parser)
     args = parser.parse_args(["--repo", "r", "--good", "g", "--bad", "b", "--max-rounds", "6", "--tolerance", "0.1",
                               "--metric", "decode_tok_s", "--", "-m", "perf"])
-    assert bisect._split_pytest_args(args.pytest_args) == ([], ["-m", "perf"])
-    assert bisect._step_options(args) == dict(rounds=2, max_rounds=6, tolerance=0.1, metrics=["decode_tok_s"],
+    assert bisection.split_pytest_args(args.pytest_args) == ([], ["-m", "perf"])
+    assert bisection.step_options(args) == dict(rounds=2, max_rounds=6, tolerance=0.1, metrics=["decode_tok_s"],
                                               alpha=0.01)
 
 
 def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
-    memo = bisect.Memo(tmp_path)
-    entry = bisect.RevisionRun(ident="a" * 40, label="x", verdict=bisect.GOOD, reason="r", pytest_rc=0,
+    memo = Memo(tmp_path)
+    entry = RevisionRun(ident="a" * 40, label="x", verdict=GOOD, reason="r", pytest_rc=0,
                                results=None, seconds=1.0, measured="2026-01-01T00:00:00+00:00", session="s",
                                detail={"kind": "step", "rounds": 2})
     memo.put(entry)
     data = json.loads((tmp_path / f"{'a' * 40}.verdict.json").read_text())
-    assert data["version"] == bisect.MEMO_VERSION
+    assert data["version"] == MEMO_VERSION
     assert list(data) == sorted(data)
     got = memo.get("a" * 40)
     assert got is not None
     assert got.cached
-    assert got.verdict == bisect.GOOD
+    assert got.verdict == GOOD
     assert got.detail == {"kind": "step", "rounds": 2}
     # an entry of the single-reference scheme (version 1) is not reused
     (tmp_path / "old.verdict.json").write_text(json.dumps({**data, "ident": "old", "version": 1}))
@@ -519,15 +522,15 @@ def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
 
 def test_arguments_naming_the_repository_are_warned_about(tmp_path: Path) -> None:
     out = io.StringIO()
-    cfg = bisect.MeasureConfig(pytest_args=(f"--specwatch-profiles={tmp_path}/profile.toml", "-q"))
-    bisect._warn_repo_paths(tmp_path, cfg, out)
+    cfg = MeasureConfig(pytest_args=(f"--specwatch-profiles={tmp_path}/profile.toml", "-q"))
+    bisection.warn_repo_paths(tmp_path, cfg, out)
     assert "write {checkout}" in out.getvalue()
     quiet = io.StringIO()
-    bisect._warn_repo_paths(tmp_path, bisect.MeasureConfig(pytest_args=("--specwatch-profiles={checkout}/p.toml",)),
+    bisection.warn_repo_paths(tmp_path, MeasureConfig(pytest_args=("--specwatch-profiles={checkout}/p.toml",)),
                             quiet)
     assert quiet.getvalue() == ""
-    side = ab.Side("good", "g", tmp_path / "tree", "g" * 40, "g")
-    got = bisect._side_config(bisect.MeasureConfig(("--p={checkout}/p.toml",), setup="cd {checkout}"), side,
+    side = Side("good", "g", tmp_path / "tree", "g" * 40, "g")
+    got = rounds.side_config(MeasureConfig(("--p={checkout}/p.toml",), setup="cd {checkout}"), side,
                               tmp_path / "h.sqlite")
     assert got.pytest_args == (f"--p={tmp_path}/tree/p.toml", f"--specwatch-history={tmp_path}/h.sqlite")
     assert got.setup == f"cd {tmp_path}/tree"

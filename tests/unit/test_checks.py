@@ -1,4 +1,4 @@
-"""The check glue on recorded data: environment views, graph signals, accept-length sources, notes."""
+"""The checks on recorded data: environment views, graph signals, accept-length sources, kept verdicts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.checks import runner as checks
+from specwatch.checks import accept_length, environment, lossless_live, verify_graphs
+from specwatch.checks.verdictlog import record
+from specwatch.judge.verdict import Status
 from specwatch.profiles.profile import TUNED_NCCL, ServerProfile, Speculative
 from specwatch.run.session import Session
 from specwatch.signals import logscan, ncclenv, procenv, promtext
@@ -36,13 +38,13 @@ def _decode(graph: bool, label: str = "cuda graph", running: int = 8, accept: fl
 
 
 def test_expectation_by_profile() -> None:
-    assert checks.environment_expectation(TUNED) == ("tuned", TUNED_NCCL)
-    assert checks.environment_expectation(UNTUNED) == ("untuned", TUNED_NCCL)
+    assert environment.expectation(TUNED) == ("tuned", TUNED_NCCL)
+    assert environment.expectation(UNTUNED) == ("untuned", TUNED_NCCL)
 
 
 def test_retitled_sglang_workers_without_probe_are_unknown_not_missing() -> None:
     """The recorded SGLang tree: the main process answers from /proc, the retitled workers cannot."""
-    result = checks.evaluate_environment(TUNED, _proctree())
+    result = environment.evaluate(TUNED, _proctree())
     assert result.skipped and not result.failed
     assert "sglang::scheduler (pid 19299)" in result.reason and "unreadable (retitled)" in result.reason
     assert "pid 19275 (python -m sglang.launch_server" in result.message
@@ -52,7 +54,7 @@ def test_retitled_sglang_workers_without_probe_are_unknown_not_missing() -> None
 
 
 def test_tuned_variables_in_an_untuned_server_are_leaks_naming_process_and_view() -> None:
-    result = checks.evaluate_environment(UNTUNED, _proctree())
+    result = environment.evaluate(UNTUNED, _proctree())
     assert result.failed
     for var in TUNED_NCCL:
         assert var in result.reason
@@ -62,15 +64,15 @@ def test_tuned_variables_in_an_untuned_server_are_leaks_naming_process_and_view(
 
 def test_explicitly_launched_variable_is_not_a_leak() -> None:
     launch_env = dict(TUNED_NCCL)
-    result = checks.evaluate_environment(UNTUNED, _proctree(), launch_env=launch_env)
+    result = environment.evaluate(UNTUNED, _proctree(), launch_env=launch_env)
     assert not result.failed
 
 
 def test_nccl_lines_answer_for_retitled_workers() -> None:
     nccl = ncclenv.parse_nccl_lines((REAL / "nccl-debug-sample.log").read_text().splitlines())
     assert nccl
-    result = checks.evaluate_environment(TUNED, [], nccl=nccl)
-    views = checks.views_by_process(result.detail, [], {}, nccl)
+    result = environment.evaluate(TUNED, [], nccl=nccl)
+    views = environment.views_by_process(result.details, [], {}, nccl)
     pids = {pid for pid, _ in nccl}
     assert set(views) == pids
     for pid in pids:
@@ -82,9 +84,10 @@ def test_nccl_lines_answer_for_retitled_workers() -> None:
 
 def test_graph_counters_by_mode() -> None:
     expo = promtext.parse_text((SGLANG / "metrics-spec.txt").read_text())
-    assert checks.graph_counters(expo) == {"prefill_cuda_graph": 4.0, "decode_none": 2.0, "decode_cuda_graph": 37.0}
-    assert checks.graph_counters(None) is None
-    assert checks.graph_counters(promtext.parse_text("x_total 1\n")) is None
+    assert verify_graphs.graph_counters(expo) == {"prefill_cuda_graph": 4.0, "decode_none": 2.0,
+                                                  "decode_cuda_graph": 37.0}
+    assert verify_graphs.graph_counters(None) is None
+    assert verify_graphs.graph_counters(promtext.parse_text("x_total 1\n")) is None
 
 
 def test_graphed_verify_passes_on_recorded_gpu_log() -> None:
@@ -92,7 +95,7 @@ def test_graphed_verify_passes_on_recorded_gpu_log() -> None:
     captures = [r for r in recs if isinstance(r, CaptureRecord)]
     decodes = [r for r in recs if isinstance(r, DecodeRecord) and r.speculative and r.graph]
     info = json.loads((SGLANG / "server_info-spec.json").read_text())
-    result = checks.evaluate_verify_graphs("p", counters={"decode_cuda_graph": 40.0, "decode_none": 0.0},
+    result = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 40.0, "decode_none": 0.0},
                                            decode_records=decodes, captures=captures, server_info=info,
                                            batch_sizes=[r.running for r in decodes])
     assert result.ok, result.message
@@ -103,17 +106,17 @@ def test_eager_verify_names_the_cause() -> None:
     recs = _records()
     captures = [r for r in recs if isinstance(r, CaptureRecord)]
     info = json.loads((SGLANG / "server_info-spec.json").read_text())
-    covered = checks.evaluate_verify_graphs("p", counters={"decode_cuda_graph": 0.0, "decode_none": 30.0},
+    covered = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 0.0, "decode_none": 30.0},
                                             decode_records=[_decode(False)], captures=captures, server_info=info,
                                             batch_sizes=[8])
     assert covered.failed and "did not replay" in covered.reason
-    too_big = checks.evaluate_verify_graphs("p", counters=None, decode_records=[_decode(False, running=56)],
+    too_big = verify_graphs.evaluate("p", counters=None, decode_records=[_decode(False, running=56)],
                                             captures=captures, server_info=info, batch_sizes=[56])
     assert too_big.failed and "captured only up to bs=48" in too_big.reason
-    cpu = checks.evaluate_verify_graphs("p", counters=None, decode_records=[_decode(False, "cpu graph")],
+    cpu = verify_graphs.evaluate("p", counters=None, decode_records=[_decode(False, "cpu graph")],
                                         captures=[], server_info={}, batch_sizes=[1])
     assert cpu.failed and "runs on CPU" in cpu.reason and "no CUDA graphs exist" in cpu.reason
-    nothing = checks.evaluate_verify_graphs("p", counters=None, decode_records=[], captures=[], server_info={},
+    nothing = verify_graphs.evaluate("p", counters=None, decode_records=[], captures=[], server_info={},
                                             batch_sizes=[1])
     assert nothing.skipped and "no signal" in nothing.reason
 
@@ -122,18 +125,18 @@ def test_eager_verify_names_the_cause() -> None:
 
 
 def test_explain_value() -> None:
-    bad = checks.explain_value(0.92, num_steps=2, num_draft_tokens=3)
+    bad = accept_length.explain_value(0.92, num_steps=2, num_draft_tokens=3)
     assert bad.failed and "0.92 < 1: looks like extra tokens per cycle; canonical value 1.92" in bad.reason
     assert "accept rate instead: 1 + 0.92·(3−1) = 2.84" in bad.message
-    assert checks.explain_value(1.92, num_steps=2).ok
-    over = checks.explain_value(3.5, num_steps=2)
+    assert accept_length.explain_value(1.92, num_steps=2).ok
+    over = accept_length.explain_value(3.5, num_steps=2)
     assert over.failed and "num_steps+1 = 3" in over.reason
 
 
 def test_recorded_request_meta_identities_hold() -> None:
     gens = json.loads((SGLANG / "generate-spec.json").read_text())
     metas = [g["meta_info"] for g in gens]
-    ests, problems, notes = checks.accept_length_estimates(num_steps=3, metas=metas)
+    ests, problems, notes = accept_length.estimates(num_steps=3, metas=metas)
     assert problems == [] and notes == []
     (est,) = ests
     c = sum(m["spec_num_correct_drafts"] for m in metas)
@@ -144,14 +147,14 @@ def test_recorded_request_meta_identities_hold() -> None:
 def test_broken_histogram_is_a_problem() -> None:
     meta = {"completion_tokens": 48, "spec_verify_ct": 16, "spec_num_correct_drafts": 33,
             "spec_correct_drafts_histogram": [2, 3, 3, 7]}
-    _, problems, _ = checks.accept_length_estimates(num_steps=3, metas=[meta])
+    _, problems, _ = accept_length.estimates(num_steps=3, metas=[meta])
     assert any("sum(histogram)=15 != spec_verify_ct=16" in p for p in problems)
-    result = checks.evaluate_accept_length("p", 3, [], problems)
+    result = accept_length.evaluate("p", 3, [], problems)
     assert result.failed and "sum(histogram)=15" in result.reason  # nothing to reconcile, still a failure
-    assert checks.evaluate_accept_length("p", 3, [], []).skipped
-    ests, problems, _ = checks.accept_length_estimates(num_steps=3, metas=[meta, dict(meta, **{
+    assert accept_length.evaluate("p", 3, [], []).skipped
+    ests, problems, _ = accept_length.estimates(num_steps=3, metas=[meta, dict(meta, **{
         "spec_correct_drafts_histogram": [2, 3, 3, 8]})])
-    result = checks.evaluate_accept_length("p", 3, ests, problems)
+    result = accept_length.evaluate("p", 3, ests, problems)
     assert result.failed and "histogram" in result.reason
 
 
@@ -160,47 +163,98 @@ def test_sources_reconcile_and_a_claimed_092_does_not() -> None:
                                "sglang:num_requests_total 2\n")
     metas = [{"completion_tokens": 48, "spec_verify_ct": 24, "spec_num_correct_drafts": 23}] * 2
     info = {"internal_states": [{"avg_spec_accept_length": 1.95}]}
-    ests, problems, notes = checks.accept_length_estimates(
+    ests, problems, notes = accept_length.estimates(
         num_steps=2, decode_records=[_decode(True, running=1, accept=1.93), _decode(True, running=1, accept=1.99)],
         metrics_delta=expo, metas=metas, info_before={}, info_after=info, flushed_before=True)
     assert len(ests) == 4 and not problems
-    good = checks.evaluate_accept_length("p", 2, ests, problems, notes)
+    good = accept_length.evaluate("p", 2, ests, problems, notes)
     assert good.ok, good.message
-    bad = checks.evaluate_accept_length("p", 2, ests, problems, notes, claimed=0.92, num_draft_tokens=3)
+    bad = accept_length.evaluate("p", 2, ests, problems, notes, claimed=0.92, num_draft_tokens=3)
     assert bad.failed
     assert "looks like extra tokens per cycle; canonical value 1.92" in bad.reason
     assert "vs claimed value" in bad.reason
-    apart = checks.evaluate_accept_length("p", 2, ests, problems, notes, slack=0.0, claimed=1.5)
+    apart = accept_length.evaluate("p", 2, ests, problems, notes, slack=0.0, claimed=1.5)
     assert apart.failed and "claimed value" in apart.reason
 
 
 def test_cumulative_without_flush_is_a_note_not_a_source() -> None:
-    ests, _, notes = checks.accept_length_estimates(num_steps=2, info_before={"avg_spec_accept_length": 2.0},
+    ests, _, notes = accept_length.estimates(num_steps=2, info_before={"avg_spec_accept_length": 2.0},
                                                     info_after={"avg_spec_accept_length": 2.1})
     assert ests == [] and any("cumulative" in n for n in notes)
 
 
-# -- findings on the session -----------------------------------------------------------------
+# -- verdicts kept in the caller's log -----------------------------------------------------------
 
 
 def test_verdicts_are_noted_once_and_skips_not_at_all() -> None:
+    """The run's Session is a VerdictLog: a pass or fail is kept once, a skip never."""
     from specwatch.run.options import Config
 
     session = Session(Config(), progress=lambda m: None)
-    result = checks._record(session, checks.explain_value(0.92, 2, 3, profile="eagle3"))
-    checks._record(session, result)
-    checks._record(session, checks.evaluate_environment(TUNED, _proctree()))  # unknown: skipped
+    result = record(session, accept_length.explain_value(0.92, 2, 3, profile="eagle3"))
+    record(session, result)
+    record(session, environment.evaluate(TUNED, _proctree()))  # unknown: skipped
+    assert record(None, result) is result  # no log: nothing kept, the verdict comes back
     (finding,) = session.findings_for("eagle3")
     assert finding.check == "accept length" and finding.ok is False
     assert finding.summary.splitlines()[0] == result.reason
     assert session.findings_for("tuned") == []
 
 
+def test_every_check_answers_with_the_shared_verdict() -> None:
+    """One Verdict type: name, status, one-line reason, full message, the judge's report as details."""
+    env = environment.evaluate(UNTUNED, _proctree())
+    assert (env.name, env.status, env.profile) == ("environment", Status.FAIL, "untuned")
+    assert env.details.verdict == "fail" and env.ok is False and str(env) == env.message
+    graphs = verify_graphs.evaluate("p", counters=None, decode_records=[], captures=[], server_info={},
+                                    batch_sizes=[1])
+    assert (graphs.name, graphs.status, graphs.ok) == ("verify graphs", "skip", None)
+    good = accept_length.explain_value(1.92, num_steps=2, profile="p")
+    assert (good.name, good.passed, good.ok, good.profile) == ("accept length", True, True, "p")
+
+
+class _OneServer:
+    """A ServerHost of a --server-url run: one reachable server, nothing to boot."""
+
+    class config:  # the Session's attribute: its Config
+        server_url = "http://gpu-box:30000"
+
+    def __init__(self) -> None:
+        self.notes: list[tuple[object, ...]] = []
+        self.greedy_outputs = None
+
+    def profile_for(self, name: str) -> ServerProfile:
+        return ServerProfile(name)
+
+    def server_for_profile(self, profile: ServerProfile) -> object:
+        raise AssertionError("no server may be asked")
+
+    def live_profiles(self) -> list[str]:
+        return []
+
+    def note(self, *args: object) -> None:
+        self.notes.append(args)
+
+
+def test_live_checks_skip_what_they_cannot_reach() -> None:
+    """No verify step on a plain server, and with --server-url only one server to compare."""
+    from specwatch.server.pool import RunningServer
+
+    plain = RunningServer(profile=UNTUNED, url="http://127.0.0.1:1")
+    skipped = verify_graphs.check(None, plain, measurement=None)  # type: ignore[arg-type]
+    assert skipped.skipped and "not a speculative server" in skipped.reason
+    assert skipped.message == "verify graphs on untuned: not checked: not a speculative server: there is no verify step"
+    host = _OneServer()
+    lossless = lossless_live.check(host, "baseline", "spec", ["a"], 4)  # type: ignore[arg-type]
+    assert lossless.skipped and "only one server (http://gpu-box:30000)" in lossless.reason
+    assert lossless.profile == "spec" and host.notes == []
+
+
 def test_speculative_profile_steps() -> None:
     prof = ServerProfile("s", speculative=Speculative(num_steps=3))
-    assert checks._num_steps(prof, {}) == 3
-    assert checks._num_steps(UNTUNED, {"speculative_num_steps": 2}) == 2
-    assert checks._num_steps(UNTUNED, {}) is None
+    assert accept_length.num_steps(prof, {}) == 3
+    assert accept_length.num_steps(UNTUNED, {"speculative_num_steps": 2}) == 2
+    assert accept_length.num_steps(UNTUNED, {}) is None
 
 
 def test_generate_scored_asks_again_without_logprobs_when_rejected() -> None:
@@ -223,7 +277,7 @@ def test_generate_scored_asks_again_without_logprobs_when_rejected() -> None:
         app = web.Application()
         app.router.add_post("/generate", generate)
         async with TestServer(app) as srv:
-            return await checks.generate_scored(str(srv.make_url("")).rstrip("/"), ["a", [1, 2]], 3)
+            return await lossless_live.generate_scored(str(srv.make_url("")).rstrip("/"), ["a", [1, 2]], 3)
 
     out = asyncio.run(run())
     assert [o.ids for o in out] == [(5, 6, 7), (5, 6, 7)]
@@ -231,3 +285,25 @@ def test_generate_scored_asks_again_without_logprobs_when_rejected() -> None:
     assert bodies[0]["return_logprob"] is True and bodies[0]["top_logprobs_num"] == 5
     assert [("return_logprob" in b) for b in bodies[1:]] == [False, False]
     assert bodies[2]["input_ids"] == [1, 2]
+
+
+def test_checks_never_import_the_run() -> None:
+    """The checks get their caller as a Protocol (VerdictLog, ServerHost): no import of specwatch.run,
+    not even inside a function; the shared Verdict lives in judge, which imports no other part."""
+    import ast
+
+    import specwatch.checks as pkg
+    import specwatch.judge.verdict as verdict_module
+
+    def imported(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        return names | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    folder = Path(pkg.__file__).parent
+    for name in ("verdictlog", "environment", "envcheck", "verify_graphs", "graphcheck", "accept_length",
+                 "lossless_live", "lossless"):
+        bad = sorted(m for m in imported(folder / f"{name}.py") if m.startswith("specwatch.run"))
+        assert not bad, f"checks/{name}.py imports {bad}"
+    own = sorted(m for m in imported(Path(verdict_module.__file__)) if m.startswith("specwatch"))
+    assert own == [], own

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from specwatch.errors import UsageError
 from specwatch.judge import compare as compare_mod
 from specwatch.judge import stats
-from specwatch.judge.compare import GateVerdict, Verdict, compare, relative_gate
+from specwatch.judge.compare import DriftVerdict, GateVerdict, compare, relative_gate
 
 # Case study: baseline ~89 tok/s measured earlier the same day, retest ~82 tok/s.
 BASE_89 = [89.0, 89.3, 88.8, 89.1, 89.2, 88.9, 89.0, 89.4, 88.7, 89.1]
@@ -25,7 +25,7 @@ def noisy(center: float, cv: float, n: int, seed: int) -> np.ndarray:
 
 def test_baseline_drift_89_to_82_is_a_regression():
     c = compare(RETEST_82, BASE_89, higher_is_better=True)
-    assert c.verdict is Verdict.REGRESSION
+    assert c.verdict is DriftVerdict.REGRESSION
     assert c.is_regression
     assert c.change == pytest.approx(82.35 / 89.05 - 1)
     assert c.ci_high < 0.95
@@ -38,16 +38,16 @@ def test_baseline_drift_89_to_82_is_a_regression():
 def test_drift_with_generated_samples_and_improvement_mirror():
     ref = noisy(89.0, 0.01, 10, 1)
     cur = noisy(82.0, 0.01, 10, 2)
-    assert compare(cur, ref).verdict is Verdict.REGRESSION
-    assert compare(ref, cur).verdict is Verdict.IMPROVEMENT
+    assert compare(cur, ref).verdict is DriftVerdict.REGRESSION
+    assert compare(ref, cur).verdict is DriftVerdict.IMPROVEMENT
     # For latency (lower is better) the same numbers mean the opposite.
-    assert compare(cur, ref, higher_is_better=False).verdict is Verdict.IMPROVEMENT
+    assert compare(cur, ref, higher_is_better=False).verdict is DriftVerdict.IMPROVEMENT
 
 
 def test_wide_spread_with_unchanged_mean_is_not_a_regression():
     ref = noisy(float(np.mean(SPREAD)), 0.01, 10, 3)
     c = compare(SPREAD, ref)
-    assert c.verdict is Verdict.NOISY
+    assert c.verdict is DriftVerdict.NOISY
     assert not c.is_regression
     assert c.cv_current > 0.08
     assert c.mde > 0.05
@@ -61,7 +61,7 @@ def test_spread_vs_spread_is_noisy_not_a_win():
     a = [94.0 * x / np.mean(SPREAD) for x in SPREAD]
     b = [89.0 * x / np.mean(SPREAD) for x in reversed(SPREAD)]
     c = compare(a, b)
-    assert c.verdict is Verdict.NOISY
+    assert c.verdict is DriftVerdict.NOISY
     g = relative_gate(a, b, names=("eagle3", "baseline"))
     assert g.verdict is GateVerdict.NO_EFFECT
     assert not g.passed
@@ -78,13 +78,13 @@ def test_identical_distributions_no_change(seed):
     ref = noisy(89.0, 0.01, 10, 100 + seed)
     cur = noisy(89.0, 0.01, 10, 200 + seed)
     c = compare(cur, ref)
-    assert c.verdict is Verdict.NO_CHANGE
-    assert compare(ref, ref).verdict is Verdict.NO_CHANGE
+    assert c.verdict is DriftVerdict.NO_CHANGE
+    assert compare(ref, ref).verdict is DriftVerdict.NO_CHANGE
 
 
 def test_tiny_n_says_it_cannot_reach_alpha():
     c = compare(RETEST_82[:3], BASE_89[:3])
-    assert c.verdict is Verdict.INCONCLUSIVE
+    assert c.verdict is DriftVerdict.INCONCLUSIVE
     assert "n=3/3 cannot reach p<0.01" in c.message
     assert "need ≥ 5 runs" in c.message
     assert c.runs_needed >= 5
@@ -95,7 +95,7 @@ def test_low_power_quiet_enough_is_inconclusive_not_no_change():
     ref = noisy(100.0, 0.04, 6, 11)
     cur = noisy(97.0, 0.04, 6, 12)
     c = compare(cur, ref, noisy_cv=0.10)
-    assert c.verdict is Verdict.INCONCLUSIVE
+    assert c.verdict is DriftVerdict.INCONCLUSIVE
     assert c.mde > 0.05
     assert "need" in c.message
 
@@ -105,13 +105,13 @@ def test_significant_but_within_tolerance_is_no_change():
     cur = noisy(98.0, 0.002, 20, 22)
     c = compare(cur, ref)
     assert c.p < 0.01
-    assert c.verdict is Verdict.NO_CHANGE
-    assert compare(cur, ref, tolerance=0.01).verdict is Verdict.REGRESSION
+    assert c.verdict is DriftVerdict.NO_CHANGE
+    assert compare(cur, ref, tolerance=0.01).verdict is DriftVerdict.REGRESSION
 
 
 def test_overrides_alpha():
     c = compare(RETEST_82[:4], BASE_89[:4], alpha=0.05)  # 2/70 < 0.05
-    assert c.verdict is Verdict.REGRESSION
+    assert c.verdict is DriftVerdict.REGRESSION
 
 
 def test_to_dict_carries_every_number():
@@ -150,7 +150,7 @@ def test_verdict_and_p_invariant_to_scaling(cur, ref, c, hib):
 def test_swapping_mirrors_the_verdict(cur, ref):
     a = compare(cur, ref, n_resamples=500)
     b = compare(ref, cur, n_resamples=500)
-    mirror = {Verdict.REGRESSION: Verdict.IMPROVEMENT, Verdict.IMPROVEMENT: Verdict.REGRESSION}
+    mirror = {DriftVerdict.REGRESSION: DriftVerdict.IMPROVEMENT, DriftVerdict.IMPROVEMENT: DriftVerdict.REGRESSION}
     if a.verdict in mirror:
         assert b.verdict is mirror[a.verdict]
     assert 0.0 <= a.p <= 1.0
@@ -239,11 +239,11 @@ def test_a_verdict_on_runs_alone_says_so_and_a_multi_session_one_does_not() -> N
     sessions = [list(100 * (1 + 0.01 * k) * (1 + 0.01 * rng.standard_normal(10))) for k in range(3)]
     slowed = list(80 * (1 + 0.01 * rng.standard_normal(10)))
     one = compare(slowed, sessions[0], reference_sessions=sessions[:1])
-    assert one.verdict is Verdict.REGRESSION
+    assert one.verdict is DriftVerdict.REGRESSION
     assert "judged on runs alone: the reference holds 1 recording session(s)" in one.message
     assert "judged on runs alone" in compare(slowed, sessions[0]).message  # a plain results file: one run
     many = compare(slowed, [x for s in sessions for x in s], reference_sessions=sessions)
-    assert many.verdict is Verdict.REGRESSION and "judged on runs alone" not in many.message
+    assert many.verdict is DriftVerdict.REGRESSION and "judged on runs alone" not in many.message
     healthy = compare(sessions[0], sessions[1], reference_sessions=sessions[1:2])
     assert "judged on runs alone" not in healthy.message  # said only beside a flagged change
 
@@ -331,11 +331,11 @@ def test_few_sessions_take_the_machine_class_spread_so_a_healthy_boot_never_fail
     healthy = [857.0, 858.0, 856.0, 859.0, 857.5]  # -16.7%, significant on runs alone
     cmp, basis = compare_mod.drift(healthy, one_session[0], requested=0.05, sessions=one_session,
                                class_spread=(0.06, "eagle3-tuned: 19 sessions"))
-    assert cmp.verdict is not Verdict.REGRESSION
+    assert cmp.verdict is not DriftVerdict.REGRESSION
     assert basis.tolerance > 0.167 and "record 2 more session(s)" in basis.note
     cmp, _ = compare_mod.drift([x * 0.7 for x in healthy], one_session[0], requested=0.05, sessions=one_session,
                            class_spread=(0.06, "eagle3-tuned: 19 sessions"))
-    assert cmp.verdict is Verdict.REGRESSION  # a 42% slowdown still is one
+    assert cmp.verdict is DriftVerdict.REGRESSION  # a 42% slowdown still is one
 
 
 def test_without_any_spread_the_requested_tolerance_is_used_and_said() -> None:

@@ -96,3 +96,14 @@ def test_numeric_options_reject_nan_inf_and_out_of_range_in_one_line(name: str, 
 def test_edge_values_that_are_valid() -> None:
     cfg = resolve({"warmup": "0", "alpha": "0.05", "tolerance": "99%", "boot_timeout": "1e3"}, {}, {})
     assert (cfg.warmup, cfg.alpha, cfg.boot_timeout) == (0, 0.05, 1000.0) and cfg.tolerance == pytest.approx(0.99)
+
+
+def test_every_default_is_written_once_in_options() -> None:
+    """Config's fields are the options, and their defaults are the options' defaults (one owner)."""
+    import dataclasses
+
+    from specwatch.run.options import DEFAULTS, OPTIONS, Config
+
+    fields = {f.name: f.default for f in dataclasses.fields(Config) if f.name != "rootdir"}
+    assert set(fields) == {o.name for o in OPTIONS}
+    assert fields == DEFAULTS

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from specwatch.errors import UsageError
-from specwatch.profiles.profile import TUNED_NCCL, ServerProfile, load_profiles, parse_profiles, single_server_profiles
+from specwatch.profiles.loading import load_profiles, parse_profiles, single_server_profiles
+from specwatch.profiles.profile import TUNED_NCCL, ServerProfile
 
 FLAGS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "flags-0.5.23.txt"
 SGLANG_FLAGS = {line.strip() for line in FLAGS_FILE.read_text().splitlines() if line.startswith("--")}
@@ -392,7 +393,7 @@ def test_bom_is_accepted(tmp_path: Path) -> None:
 
 def test_workload_schema_matches_the_overridable_workload_fields() -> None:
     from specwatch.load.workload import PROFILE_OVERRIDABLE
-    from specwatch.profiles.profile import WORKLOAD_FIELDS
+    from specwatch.profiles.tables import WORKLOAD_FIELDS
 
     assert set(WORKLOAD_FIELDS) == set(PROFILE_OVERRIDABLE)
 

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from specwatch.cli import main
 from specwatch.errors import EXIT_OK, EXIT_USAGE, UsageError
 from specwatch.load.workload import SINGLE_STREAM
-from specwatch.profiles.profile import Gates, ProfileSet, load_profiles, parse_profiles
+from specwatch.profiles.loading import load_profiles, parse_profiles
+from specwatch.profiles.profile import Gates, ProfileSet
 
 if sys.version_info >= (3, 11):
     import tomllib

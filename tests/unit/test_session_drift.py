@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specwatch.judge import stats
-from specwatch.judge.compare import MIN_SESSIONS, Verdict, compare
+from specwatch.judge.compare import MIN_SESSIONS, DriftVerdict, compare
 
 DATA = Path(__file__).parent / "data" / "gpu" / "drift-seq-h200.json"
 
@@ -66,12 +66,12 @@ def test_compare_calls_drift_within_the_sessions_spread_noisy_and_a_big_slowdown
     pooled = [x for s in sess for x in s]
     drifted = list(np.median(pooled) * 0.91 * (1 + 0.02 * rng.standard_normal(20)))
     run_level = compare(drifted, pooled)
-    assert run_level.verdict is Verdict.REGRESSION  # runs alone call the machine's drift a regression
+    assert run_level.verdict is DriftVerdict.REGRESSION  # runs alone call the machine's drift a regression
     c = compare(drifted, pooled, reference_sessions=sess)
-    assert c.verdict is Verdict.NOISY and c.sessions == 8 and c.session_spread is not None
+    assert c.verdict is DriftVerdict.NOISY and c.sessions == 8 and c.session_spread is not None
     assert "session-to-session drift" in c.message and "can be flagged" in c.message
     big = compare(list(np.median(pooled) * 0.6 * (1 + 0.02 * rng.standard_normal(20))), pooled, reference_sessions=sess)
-    assert big.verdict is Verdict.REGRESSION and big.session_p is not None and big.session_p < 0.01
+    assert big.verdict is DriftVerdict.REGRESSION and big.session_p is not None and big.session_p < 0.01
     few = compare(drifted, pooled, reference_sessions=sess[: MIN_SESSIONS - 1])
     assert few.verdict is run_level.verdict and few.session_p is None
 
@@ -88,7 +88,7 @@ def test_replay_h200_run_level_rule_false_alarms_on_healthy_boots() -> None:
     base, reps = _replay()
     pooled = [x for b in base for x in b["0"]]
     healthy = [compare(r["0"], pooled).verdict for r in reps]
-    false = [v for v in healthy if v in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+    false = [v for v in healthy if v in (DriftVerdict.REGRESSION, DriftVerdict.IMPROVEMENT)]
     assert len(false) >= 5, healthy  # measured: 7 improvements and 1 regression of 15
 
 
@@ -101,7 +101,7 @@ def test_replay_h200_session_rule_never_flags_a_healthy_boot() -> None:
         others = [b["0"] for j, b in enumerate(boots) if j != len(base) + i]
         pooled = [x for s in others for x in s]
         verdicts.append(compare(r["0"], pooled, reference_sessions=others).verdict)
-    assert Verdict.REGRESSION not in verdicts and Verdict.IMPROVEMENT not in verdicts, verdicts
+    assert DriftVerdict.REGRESSION not in verdicts and DriftVerdict.IMPROVEMENT not in verdicts, verdicts
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ SESSION4 = ROOT / "docs" / "validation" / "data" / "session4"
 def test_h200_ref_large_ten_percent_flagged_in_every_repetition_without_a_false_alarm() -> None:
     """Session 4 on the H200 (issue 7's 19-of-20 row): ref-large, 22 boots on two GPUs in one lease,
     each measuring 0% and 10% slowdowns in a shuffled order. Leave-one-out: every other boot's
-    healthy level is a session of the baseline, as in ``drift_analysis.py``.
+    healthy level is a session of the baseline (the analysis ``specwatch sensitivity`` now runs).
     """
     boots = [{lv: rec["decode_tok_s"] for lv, rec in b["levels"].items()}
              for f in ("drift-large-gpu0-c.json", "drift-large-gpu1-c.json")
@@ -177,9 +177,9 @@ def test_h200_ref_large_ten_percent_flagged_in_every_repetition_without_a_false_
         pooled = [x for s in others for x in s]
         slowed.append(compare(b["10"], pooled, reference_sessions=others))
         healthy.append(compare(b["0"], pooled, reference_sessions=others).verdict)
-    assert all(c.verdict is Verdict.REGRESSION for c in slowed), [c.verdict for c in slowed]
+    assert all(c.verdict is DriftVerdict.REGRESSION for c in slowed), [c.verdict for c in slowed]
     assert all(-0.11 < c.change < -0.07 for c in slowed)  # measured -9.0% median
-    assert Verdict.REGRESSION not in healthy and Verdict.IMPROVEMENT not in healthy, healthy
+    assert DriftVerdict.REGRESSION not in healthy and DriftVerdict.IMPROVEMENT not in healthy, healthy
 
 
 @pytest.mark.parametrize(("profile", "factor", "verdict"), [
@@ -225,13 +225,13 @@ def test_h200x2_seven_sessions_across_two_leases_leave_one_out() -> None:
     """Session 5, TP=2 on the NVLink pair: seven recorded sessions of eagle3-tuned (six from one
     lease, one from a later lease on another host, 3.3% slower). Each session against the other
     six, with sessions as the unit: healthy never a regression, 10% always, 8% in 5 of 7
-    (``docs/validation/loo_sessions.py`` prints the same table)."""
+    (``specwatch baseline check`` prints the same table)."""
     doc = json.loads((SESSION5 / "baseline-x2-7-sessions-eagle3-tuned.json").read_text())
     recorded = doc["metrics"]["single-stream/decode_tok_s"]["sessions"]
     sessions = [s["samples"] for s in recorded]
     assert len(sessions) == 7 and len({s["host"] for s in recorded}) == 2
 
-    def verdicts(factor: float) -> list[Verdict]:
+    def verdicts(factor: float) -> list[DriftVerdict]:
         out = []
         for i, cur in enumerate(sessions):
             others = [s for j, s in enumerate(sessions) if j != i]
@@ -239,7 +239,7 @@ def test_h200x2_seven_sessions_across_two_leases_leave_one_out() -> None:
                                reference_sessions=others).verdict)
         return out
 
-    assert verdicts(1.0) == [Verdict.NO_CHANGE] * 7
-    assert verdicts(0.90) == [Verdict.REGRESSION] * 7
+    assert verdicts(1.0) == [DriftVerdict.NO_CHANGE] * 7
+    assert verdicts(0.90) == [DriftVerdict.REGRESSION] * 7
     eight = verdicts(0.92)
-    assert eight.count(Verdict.REGRESSION) == 5 and set(eight) == {Verdict.REGRESSION, Verdict.NOISY}
+    assert eight.count(DriftVerdict.REGRESSION) == 5 and set(eight) == {DriftVerdict.REGRESSION, DriftVerdict.NOISY}

@@ -20,7 +20,10 @@ from specwatch.judge.speculative import (
     from_histogram,
     from_metrics_delta,
     from_request_meta,
+    from_requests,
     from_window,
+    from_windows,
+    measured_accept_length,
     reconcile,
     to_accept_rate,
     to_extra_per_cycle,
@@ -169,3 +172,33 @@ def test_reconcile_fixture_sources_agree_and_a_profiler_value_does_not():
 def test_no_verify_means_no_accept_length():
     with pytest.raises(CannotDeriveError, match="never reached a verify"):
         from_completion_ratio(1, 0, 3)
+
+
+# -- the accept length of a measurement: one definition ------------------------------------------
+
+
+def test_windows_are_weighted_by_batch_size_not_taken_as_a_median():
+    """SGLang's Σ(correct + bs) / Σ bs over all windows: a full window outweighs a lone request's."""
+    est = from_windows([(3.0, 48), (1.5, 1), (1.6, 1)])
+    assert est.value == pytest.approx((3.0 * 48 + 1.5 + 1.6) / 50)  # a median would say 1.6
+    assert (est.low, est.high) == pytest.approx((est.value - 0.005, est.value + 0.005))  # printed with 2 decimals
+    assert est.source == "Decode lines (3 windows)" and "windows 1.50..3.00" in est.note
+    assert from_windows([(2.0, 0)]).value == 2.0  # an idle window still counts once
+    assert from_windows([]) is None
+
+
+def test_requests_summed_are_exact_and_skip_what_cannot_count():
+    metas = [{"spec_verify_ct": 10, "spec_num_correct_drafts": 15},
+             {"spec_verify_ct": 30, "spec_num_correct_drafts": 5},
+             {"spec_verify_ct": 0, "spec_num_correct_drafts": 0}, {"spec_verify_ct": 4}, {"completion_tokens": 9}]
+    est = from_requests(metas)
+    assert est.value == pytest.approx(1 + 20 / 40)  # not the mean of 2.5 and 1.17 per request
+    assert est.low == est.high == est.value and est.source == "meta_info of 5 requests"
+    assert from_requests([{"spec_verify_ct": 4}]) is None and from_requests([]) is None
+
+
+def test_a_measurement_prefers_the_servers_windows_then_the_requests():
+    metas = [{"spec_verify_ct": 10, "spec_num_correct_drafts": 10}]
+    assert measured_accept_length([(2.5, 2)], metas).value == 2.5
+    assert measured_accept_length([], metas).value == 2.0
+    assert measured_accept_length() is None

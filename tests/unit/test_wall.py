@@ -1,38 +1,167 @@
-"""The wall of design.md: no tester module imports the reference server; plugin.py stays light."""
+"""The walls of docs/architecture.md, enforced: which part may import which, no import cycles, no
+tester module over the size limit, and a light plugin.
+
+Each subpackage of ``src/specwatch`` is a part; the top-level modules (``errors``, ``paths``, the
+package's ``__version__``) are open to all. ``ALLOWED`` lists, per part, the other parts it may
+import (function-level imports included; ``if TYPE_CHECKING:`` blocks excluded, they never run).
+"""
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "specwatch"
+#: part -> the other parts it may import. The pure parts (judge, signals) import nothing else.
+ALLOWED: dict[str, set[str]] = {
+    "judge": set(),
+    "signals": set(),
+    "profiles": set(),
+    "store": {"judge", "signals"},
+    "report": {"judge", "store"},
+    "server": {"profiles", "signals"},
+    "load": {"server", "signals", "judge", "profiles"},
+    "checks": {"judge", "signals", "profiles", "server", "load", "store"},
+    "run": {"judge", "signals", "profiles", "server", "load", "store", "report", "checks"},
+    "revisions": {"judge", "store", "report", "server", "profiles"},
+    "cli": {"judge", "signals", "profiles", "server", "load", "store", "report", "checks", "revisions", "run"},
+    "refserver": set(),  # the reference server: a separate program that imports nothing of the tester
+}
+MAX_LINES = 500
 
 
-def _imports(path: Path) -> set[str]:
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Every specwatch module or name ``path`` imports, outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            mod = ("." * node.level) + (node.module or "")
-            names.add(mod)
-            names.update(f"{mod}.{a.name}" for a in node.names)
-    return names
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                pkg = _module_name(path, SRC).split(".")
+                pkg = pkg if path.name == "__init__.py" else pkg[:-1]
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)
+    return {n for n in names if n == package or n.startswith(package + ".")}
 
 
-def test_no_tester_module_imports_the_reference_server() -> None:
-    offenders = {}
-    for path in SRC.glob("*.py"):
-        bad = {n for n in _imports(path) if "refserver" in n}
-        if bad:
-            offenders[path.name] = bad
-    assert not offenders, f"tester modules import the reference server: {offenders}"
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
-def test_plugin_import_pulls_in_nothing_heavy() -> None:
-    code = ("import sys, specwatch.run.plugin; heavy = [m for m in ('torch', 'numpy', 'scipy', 'aiohttp') "
+def violations(root: Path) -> list[str]:
+    """Imports in the package at ``root`` that cross a wall of ``ALLOWED``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        me = _module_name(path, root)
+        mine = _part(me)
+        if mine not in ALLOWED:  # a top-level module: errors, paths, __init__
+            continue
+        for name in sorted(_imports(path, root.name)):
+            other = _part(name)
+            if other in ALLOWED and other != mine and other not in ALLOWED[mine]:
+                found.append(f"{path.relative_to(root.parent)}: {mine} may not import {name}")
+    return found
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """Import cycles among the modules of the package at ``root`` (strongly connected components)."""
+    modules = {_module_name(p, root): p for p in root.rglob("*.py")}
+    graph = {m: {n for n in _imports(p, root.name) if n in modules and n != m} for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_part_imports_only_what_its_wall_allows() -> None:
+    assert not violations(SRC), "\n".join(violations(SRC))
+
+
+def test_every_part_is_declared() -> None:
+    parts = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert parts == set(ALLOWED), f"declare the walls of {parts ^ set(ALLOWED)} in ALLOWED"
+
+
+def test_the_wall_check_catches_a_violating_import(tmp_path: Path) -> None:
+    """The rules bite: judging that imports the run, or the tester importing the reference server."""
+    root = tmp_path / "specwatch"
+    shutil.copytree(SRC, root, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    (root / "judge" / "leak.py").write_text("from specwatch.run.session import Session\n")
+    (root / "store" / "leak.py").write_text("def f():\n    import specwatch.refserver.engine\n")
+    (root / "judge" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specwatch.run.session import Session\n")
+    found = [v for v in violations(root) if "leak.py" in v or "typed.py" in v]
+    assert found == ["specwatch/judge/leak.py: judge may not import specwatch.run.session",
+                     "specwatch/judge/leak.py: judge may not import specwatch.run.session.Session",
+                     "specwatch/store/leak.py: store may not import specwatch.refserver.engine"]
+
+
+def test_there_is_no_import_cycle() -> None:
+    assert cycles(SRC) == []
+
+
+def test_the_cycle_check_finds_one(tmp_path: Path) -> None:
+    root = tmp_path / "specwatch"
+    (root / "run").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "run" / "__init__.py").write_text("")
+    (root / "run" / "a.py").write_text("from specwatch.run import b\n")
+    (root / "run" / "b.py").write_text("def f():\n    from specwatch.run.a import x\n")
+    assert cycles(root) == [["specwatch.run.a", "specwatch.run.b"]]
+
+
+def test_no_tester_module_is_over_the_size_limit() -> None:
+    big = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
+           if "refserver" not in p.parts and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"split these modules (over {MAX_LINES} lines): {big}"
+
+
+@pytest.mark.parametrize("module", ["specwatch.run.plugin"])
+def test_plugin_import_pulls_in_nothing_heavy(module: str) -> None:
+    code = (f"import sys, {module}; heavy = [m for m in ('torch', 'numpy', 'scipy', 'aiohttp') "
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "", f"importing specwatch.run.plugin imported {out.stdout.strip()}"
+    assert out.stdout.strip() == "", f"importing {module} imported {out.stdout.strip()}"

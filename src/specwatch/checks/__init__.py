@@ -1,1 +1,28 @@
-"""The execution-path checks: environment propagation, verify-step CUDA graphs, lossless output, all-reduce."""
+"""The execution-path checks, one module per check; each returns a :class:`specwatch.judge.verdict.Verdict`.
+
+=====================  ==================================  =========================================
+check                  on a live server (and recorded      pure judge
+                       data: ``evaluate``)
+=====================  ==================================  =========================================
+environment            :mod:`.environment`                 :mod:`.envcheck`
+verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
+accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
+lossless               :mod:`.lossless_live`               :mod:`.lossless`
+all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
+=====================  ==================================  =========================================
+
+A live check keeps its pass or fail in the caller's :class:`.verdictlog.VerdictLog` (the run's
+Session); checks never import :mod:`specwatch.run`.
+"""
+
+__all__ = [
+    "accept_length",
+    "allreduce",
+    "envcheck",
+    "environment",
+    "graphcheck",
+    "lossless",
+    "lossless_live",
+    "verdictlog",
+    "verify_graphs",
+]

@@ -116,7 +116,7 @@ def tuning_effects(untuned: Sequence[ProbeRun], tuned: Sequence[ProbeRun], *, mi
                    alpha: float = compare.DEFAULT_ALPHA) -> list[SizeEffect]:
     """Per size: tuned against untuned microseconds over the launches' medians (lower is better),
     judged like the tuned gate: a win needs significance and at least ``min_effect``."""
-    from specwatch.run.gates import tuning_effect
+    from specwatch.judge.tuning import tuning_effect
 
     u, t = launch_medians(untuned), launch_medians(tuned)
     effects = []
@@ -148,7 +148,7 @@ def tuned_and_untuned(ps: ProfileSet) -> tuple[ServerProfile, ServerProfile]:
 def main(profiles: str | None, *, rounds: int, sizes: Sequence[int], graphed: str, device: str, calls: int,
          samples: int, timeout_s: float, progress: Callable[[str], None] = print) -> list[SizeEffect]:
     """The ``specwatch allreduce`` command: alternate untuned and tuned launches, print the table."""
-    from specwatch.profiles.profile import load_profiles
+    from specwatch.profiles.loading import load_profiles
     from specwatch.server.launch import managed_variables
 
     if rounds < 2 or calls < 1 or samples < 1 or not sizes or min(sizes) < 1:

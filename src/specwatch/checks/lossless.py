@@ -26,7 +26,7 @@ must agree at least on its first N tokens) remain for servers that return no log
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "TIE_FACTOR",
     "TOP_LOGPROBS",
     "Divergence",
+    "GreedyMemo",
     "LosslessReport",
     "PromptDiff",
     "PromptTrace",
@@ -89,6 +90,22 @@ class Scored:
         if self.logprobs is not None and self.ids[pos] == token:
             return self.logprobs[pos]
         return self.top[pos].get(token) if self.top is not None else None
+
+
+@dataclass
+class GreedyMemo:
+    """Greedy outputs per (profile name, prompts, max_new_tokens), kept by the caller for a whole run
+    (``Session.greedy_outputs``): each server is asked (and booted) for the same outputs once."""
+
+    outputs: dict[tuple[str, tuple[str, ...], int], list[Scored]] = field(default_factory=dict)
+
+    def get(self, profile: str, prompts: Sequence[str], max_new_tokens: int,
+            ask: Callable[[], list[Scored]]) -> list[Scored]:
+        """The kept outputs, or ``ask()``'s (then kept)."""
+        key = (profile, tuple(prompts), max_new_tokens)
+        if key not in self.outputs:
+            self.outputs[key] = ask()
+        return self.outputs[key]
 
 
 def _token_logprobs(raw: Any, ids: tuple[int, ...]) -> tuple[float, ...] | None:

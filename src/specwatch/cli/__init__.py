@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from specwatch import __version__
-from specwatch.cli import baselines, history, profiles, results
+from specwatch.cli import baselines, history, profiles, report, results, validation
 from specwatch.cli.args import Parser
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, SpecwatchError
 
 #: the modules that add subcommands, in ``specwatch --help`` order
-COMMAND_MODULES = (results, baselines, history, profiles)
+COMMAND_MODULES = (results, baselines, history, report, profiles, validation)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register(sub)
     from specwatch.revisions.ab import AB
-    from specwatch.revisions.gitbisect import Bisect, BisectPatches
+    from specwatch.revisions.gitbisect import Bisect
+    from specwatch.revisions.patches import BisectPatches
 
     for command in (AB, Bisect, BisectPatches):
         p = sub.add_parser(command.name, help=command.help)

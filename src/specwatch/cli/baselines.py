@@ -1,18 +1,111 @@
-"""``specwatch baseline update|show``: record and list stored baselines."""
+"""``specwatch baseline update|show``: record and list stored baselines.
+
+``baseline update RESULTS.json`` records one session from a results file; ``baseline update
+--from-history HISTORY --machine-class C`` rebuilds class C's baselines from the history of every
+host of that class, each run one recording session.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from specwatch.cli.args import existing_file, folder, fraction, positive_int
 from specwatch.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from specwatch.store.baseline import Baseline, BaselineStore
+    from specwatch.store.history_base import StoredRun
+
+
+def _write_baselines(built: Sequence[tuple[Path, Baseline]], tolerance: float, extra: dict[Path, str]) -> None:
+    from specwatch.store.atomic import write_text_atomic
+    from specwatch.store.result import dumps
+
+    for path, base in built:
+        print(f"wrote {write_text_atomic(path, dumps(base.to_dict()))}{extra.get(path, '')}")
+        for note in base.resolution_notes(tolerance):
+            print(f"warning: {note}")
+
+
+def baselines_from_history(store: BaselineStore, runs: Sequence[StoredRun], machine_class: str, *,
+                           profiles: Sequence[str] = (), metrics: Sequence[str] = (),
+                           last: int | None = None) -> list[tuple[Path, Baseline, int, int]]:
+    """One baseline per profile of ``runs`` (time order): every run that measured the profile becomes one
+    recording session (its time, commit and host), the last ``last`` of them kept; partial runs and
+    results without samples are left out. ``(path, baseline, sessions, machines)`` each; nothing written.
+    """
+    from specwatch.store.baseline import Baseline, BaselineMetric
+
+    usable = [[r for r in run.results.results if r.samples and not r.extra.get("partial")
+               and (not metrics or r.metric in metrics)] for run in runs]
+    found = sorted({r.profile for results in usable for r in results})
+    if not found:
+        raise UsageError(f"the history has no complete run on machine class {machine_class} with samples"
+                         + (f" of metric {', '.join(metrics)}" if metrics else ""))
+    missing = sorted(set(profiles) - set(found))
+    if missing:
+        raise UsageError(f"the history has no complete run of profile {', '.join(missing)} on machine class "
+                         f"{machine_class}" + (f" (it has {', '.join(found)})" if found else ""))
+    out = []
+    for profile in profiles or found:
+        sessions = [(run, [r for r in results if r.profile == profile]) for run, results in zip(runs, usable,
+                                                                                               strict=True)]
+        sessions = [(run, results) for run, results in sessions if results][-(last or len(sessions)):]
+        built: dict[str, BaselineMetric] = {}
+        for run, results in sessions:
+            for r in results:
+                before = built.get(f"{r.workload}/{r.metric}")
+                built[f"{r.workload}/{r.metric}"] = BaselineMetric.from_result(
+                    r, recorded=run.time, commit=run.commit, earlier=before.sessions if before else None,
+                    keep_sessions=len(sessions), host=run.machine.get("host_id"))
+        latest = sessions[-1][0]
+        base = Baseline(machine_class=machine_class, profile=profile,
+                        machine={**latest.machine, "machine_class": machine_class}, commit=latest.commit,
+                        recorded=latest.time, metrics=dict(sorted(built.items())))
+        hosts = {run.machine.get("host_id") for run, _ in sessions if run.machine.get("host_id")}
+        out.append((store.path_for(machine_class, profile), base, len(sessions), len(hosts)))
+    return out
+
+
+def _update_from_history(args: argparse.Namespace) -> int:
+    from specwatch.store.baseline import BaselineStore
+    from specwatch.store.history import open_history
+
+    if args.results:
+        raise UsageError("baseline update: give a results file or --from-history, not both")
+    if not args.machine_class:
+        raise UsageError("baseline update --from-history: --machine-class is required (the class whose "
+                         "baselines are rebuilt from its hosts' runs)")
+    if args.keep_sessions is not None:
+        raise UsageError("baseline update --from-history: use --last N (the runs kept as sessions), "
+                         "not --keep-sessions")
+    store = BaselineStore(folder(args.baseline_dir, "baseline folder", must_exist=False))
+    store.path_for(args.machine_class, "check")  # a machine class that cannot name a folder stops here
+    with open_history(args.from_history, readonly=True) as hist:
+        runs = hist.stored_runs(args.machine_class)
+        where = hist.where
+    if not runs:
+        raise UsageError(f"history {where} has no runs of machine class {args.machine_class}")
+    built = baselines_from_history(store, runs, args.machine_class, profiles=args.profile, metrics=args.metric,
+                                   last=args.last)
+    notes = {path: f" ({n} session(s) from {hosts or 'no recorded'} machine(s))" for path, _, n, hosts in built}
+    _write_baselines([(path, base) for path, base, _, _ in built], args.tolerance, notes)
+    return EXIT_OK
 
 
 def _cmd_baseline_update(args: argparse.Namespace) -> int:
     from specwatch.store.baseline import BaselineStore
     from specwatch.store.result import ResultSet
 
+    if args.from_history:
+        return _update_from_history(args)
+    if not args.results:
+        raise UsageError("baseline update: give a results file, or --from-history HISTORY --machine-class C")
+    if args.last is not None or args.profile:
+        raise UsageError("baseline update: --last and --profile go with --from-history")
     rs = ResultSet.load(args.results)
     if not rs.results:
         raise UsageError(f"results file {args.results} holds no results to record")
@@ -27,7 +120,7 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     # all or nothing: record_all builds every file before it writes the first
     from specwatch.store.baseline import load_baseline
 
-    for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions):
+    for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions or 1):
         print(f"wrote {path}")
         for note in load_baseline(path).resolution_notes(args.tolerance):
             print(f"warning: {note}")
@@ -54,17 +147,28 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
+    from specwatch.cli.validation import register_baseline_check
+
     base = sub.add_parser("baseline", help="stored baselines").add_subparsers(dest="action", required=True)
-    p = base.add_parser("update", help="record baselines from a results file")
-    p.add_argument("results", type=existing_file)
+    register_baseline_check(base)
+    p = base.add_parser("update", help="record baselines from a results file, or rebuild a machine class's "
+                        "from the history of its hosts")
+    p.add_argument("results", nargs="?", type=existing_file, help="a results file (JSON)")
+    p.add_argument("--from-history", metavar="HISTORY", default=None,
+                   help="rebuild from this history (SQLite file or postgresql:// URL) instead: each run of "
+                   "--machine-class becomes one recording session; partial runs are left out")
+    p.add_argument("--profile", action="append", default=[],
+                   help="with --from-history: only this profile (repeatable; default: every profile)")
+    p.add_argument("--last", type=positive_int, default=None,
+                   help="with --from-history: keep the last N runs of each profile as sessions (default: all)")
     p.add_argument("--baseline-dir", default="baselines")
     p.add_argument("--machine-class", default=None)
     p.add_argument("--tolerance", type=fraction, default=0.05,
                    help="the drift tolerance you want the baseline to resolve (warns when its sessions cannot)")
-    p.add_argument("--keep-sessions", type=positive_int, default=1,
+    p.add_argument("--keep-sessions", type=positive_int, default=None,
                    help="keep the samples of this many recording sessions, this one included (default 1: replace)")
     p.add_argument("--metric", action="append", default=[],
-                   help="record only this metric (repeatable; default: every metric of the file)")
+                   help="record only this metric (repeatable; default: every metric)")
     p.set_defaults(func=_cmd_baseline_update)
     p = base.add_parser("show", help="list stored baselines")
     p.add_argument("--baseline-dir", default="baselines")

@@ -1,4 +1,9 @@
-"""``specwatch history show|changes|plot|import``: the result history."""
+"""``specwatch history show|changes|plot|import|export``: the result history.
+
+``--history`` (and ``import --from``, ``export --to``) take a SQLite file path or a
+``postgresql://`` URL. Only ``import`` and ``export`` write (to ``--history`` and ``--to``); the
+other commands, and the source of a copy, only read.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +14,64 @@ from typing import Any
 from specwatch.cli.args import existing_file, fraction
 from specwatch.errors import EXIT_OK, UsageError
 
+#: where the history is unless --history says otherwise (specwatch.store.history.DEFAULT_PATH)
+DEFAULT_PATH = ".specwatch/history.sqlite"
 
-def _history(args: argparse.Namespace, *, readonly: bool = True):
+
+def _history(args: argparse.Namespace, *, readonly: bool = True) -> Any:
     """The history of ``--history``; only ``import`` may create it, the other commands just read."""
-    from specwatch.store.history import History
+    from specwatch.store.history import open_history
 
-    return History(args.history, readonly=readonly)
+    return open_history(args.history, readonly=readonly)
 
 
 def _cmd_history_import(args: argparse.Namespace) -> int:
+    from specwatch.store.history import copy_runs, open_history, same_store
     from specwatch.store.result import ResultSet
 
+    if args.source and same_store(args.source, args.history):
+        raise UsageError(f"history import: --from {args.source} is --history itself")
     loaded = []
     for path in args.results:  # every file read and checked before the first is stored
         rs = ResultSet.load(path)
         if not rs.results:
             raise UsageError(f"results file {path} holds no results; nothing was imported")
         loaded.append((path, rs))
-    with _history(args, readonly=False) as hist:
-        for path, rs in loaded:
-            print(f"imported {path} as run {hist.append(rs)}")
+    source = open_history(args.source, readonly=True) if args.source else None
+    try:
+        with _history(args, readonly=False) as hist:
+            for path, rs in loaded:
+                run_id, new = hist.add_run(rs)
+                print(f"imported {path} as run {run_id}" if new
+                      else f"{path} is already in the history as run {run_id}")
+            if source is not None:
+                copied, present = copy_runs(source, hist, machine_class=args.machine_class)
+                print(f"copied {copied} run(s) from {source.where} to {hist.where}"
+                      + (f" ({present} already there)" if present else ""))
+            if not loaded and source is None:  # nothing to import: the history was created or migrated
+                print(f"history {hist.where}: schema version {hist.schema_version}, {hist.run_count()} run(s)")
+    finally:
+        if source is not None:
+            source.close()
+    return EXIT_OK
+
+
+def _cmd_history_export(args: argparse.Namespace) -> int:
+    from specwatch.store.history import copy_runs, open_history, same_store
+
+    if same_store(args.to, args.history):
+        raise UsageError(f"history export: --to {args.to} is --history itself")
+    with _history(args) as hist, open_history(args.to) as target:
+        copied, present = copy_runs(hist, target, machine_class=args.machine_class)
+        print(f"copied {copied} run(s) from {hist.where} to {target.where}"
+              + (f" ({present} already there)" if present else ""))
     return EXIT_OK
 
 
 def _keys(hist: Any, args: argparse.Namespace) -> list[str]:
     keys = [args.key] if args.key else hist.keys(args.machine_class)
     if not keys:
-        print(f"no runs in {args.history}" + (f" on machine class {args.machine_class}" if args.machine_class else ""))
+        print(f"no runs in {hist.where}" + (f" on machine class {args.machine_class}" if args.machine_class else ""))
     return keys
 
 
@@ -79,23 +115,37 @@ def _cmd_history_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+HISTORY_HELP = f"SQLite file or postgresql://user@host/db URL (default {DEFAULT_PATH})"
+
+
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
     hist = sub.add_parser("history", help="the result history").add_subparsers(dest="action", required=True)
     for name, func, text in (("show", _cmd_history_show, "list a metric's series"),
                              ("changes", _cmd_history_changes, "name the runs where a metric moved"),
                              ("plot", _cmd_history_plot, "one PNG per metric with change points"),
-                             ("import", _cmd_history_import, "append results files to the history")):
+                             ("import", _cmd_history_import,
+                              "append results files, or another history's runs (--from), to the history; with "
+                              "neither, create or migrate it"),
+                             ("export", _cmd_history_export, "copy the history's runs into another one (--to)")):
         p = hist.add_parser(name, help=text)
-        p.add_argument("--history", default=".specwatch/history.sqlite")
-        p.add_argument("--machine-class", default=None)
-        p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1)")
-        p.add_argument("--test", choices=("ttest", "permutation"), default="ttest",
-                       help="significance of a split: Welch t-test as Apache Otava (default) or permutation")
+        p.add_argument("--history", default=DEFAULT_PATH, help=HISTORY_HELP)
+        p.add_argument("--machine-class", default=None,
+                       help="only this machine class" + (" (of the runs copied)" if name in ("import", "export")
+                                                         else ""))
+        if name in ("import", "export"):
+            p.add_argument(*(("--from",) if name == "import" else ("--to",)),
+                           dest="source" if name == "import" else "to", required=name == "export",
+                           metavar="HISTORY", help="the other history: SQLite file or postgresql:// URL; a run "
+                           "already there is skipped, so copying again copies only what is new")
+        else:
+            p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1)")
+            p.add_argument("--test", choices=("ttest", "permutation"), default="ttest",
+                           help="significance of a split: Welch t-test as Apache Otava (default) or permutation")
         if name == "import":
-            p.add_argument("results", nargs="+", type=existing_file)
+            p.add_argument("results", nargs="*", type=existing_file, help="results files (JSON)")
         elif name == "plot":
             p.add_argument("--out", default="reports/plots")
-        else:
+        elif name != "export":
             p.add_argument("key", nargs="?", help="profile/workload/metric (default: every key)")
         p.set_defaults(func=func)

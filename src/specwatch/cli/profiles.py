@@ -10,7 +10,7 @@ from specwatch.errors import EXIT_OK
 
 
 def _cmd_profile_show(args: argparse.Namespace) -> int:
-    from specwatch.profiles.profile import load_profiles
+    from specwatch.profiles.loading import load_profiles
 
     ps = load_profiles(args.file)
     for name, prof in ps.servers.items():

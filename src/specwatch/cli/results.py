@@ -9,6 +9,7 @@ from typing import Any
 
 from specwatch.cli.args import existing_file, fraction, positive_float
 from specwatch.errors import EXIT_OK, EXIT_REGRESSION, UsageError
+from specwatch.run.options import DEFAULTS
 
 
 def _cmd_parse_log(args: argparse.Namespace) -> int:
@@ -116,9 +117,10 @@ def register(sub: Any) -> None:
     p.add_argument("baseline", type=existing_file,
                    help="a baseline file (baselines/<class>/<profile>.json) or a results file")
     p.add_argument("results", type=existing_file, help="a results file (pytest -m perf --specwatch-results PATH)")
-    p.add_argument("--tolerance", type=positive_float, default=0.05,
-                   help="smallest relative change of medians that counts (default 0.05)")
-    p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1) (default 0.01)")
+    p.add_argument("--tolerance", type=positive_float, default=DEFAULTS["tolerance"],
+                   help=f"smallest relative change of medians that counts (default {DEFAULTS['tolerance']})")
+    p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"],
+                   help=f"significance level, in (0, 1) (default {DEFAULTS['alpha']})")
     p.add_argument("--allow-other-class", action="store_true",
                    help="compare even when the two sides come from different machine classes (with a warning)")
     p.set_defaults(func=_cmd_compare)

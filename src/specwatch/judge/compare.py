@@ -40,7 +40,7 @@ DEFAULT_NOISY_CV = 0.05
 MIN_SESSIONS = 3
 
 
-class Verdict(str, enum.Enum):
+class DriftVerdict(str, enum.Enum):
     """Outcome of a comparison with a reference."""
 
     REGRESSION = "regression"
@@ -84,7 +84,7 @@ def _check(samples: Sequence[float], name: str) -> np.ndarray:
 class Comparison:
     """A verdict and every number behind it. ``ratio`` is median(current) / median(reference)."""
 
-    verdict: Verdict
+    verdict: DriftVerdict
     ratio: float
     ci_low: float
     ci_high: float
@@ -116,7 +116,7 @@ class Comparison:
     @property
     def is_regression(self) -> bool:
         """True only for a significant change worse than the tolerance."""
-        return self.verdict is Verdict.REGRESSION
+        return self.verdict is DriftVerdict.REGRESSION
 
     def to_dict(self) -> dict:
         """JSON-ready dict (verdict as its string value)."""
@@ -174,23 +174,23 @@ def compare(
 
     if within_sessions:
         assert sess is not None
-        verdict = Verdict.NOISY
+        verdict = DriftVerdict.NOISY
         msg = (
             f"noisy: {_pct(change)} is within this machine's session-to-session drift "
             f"({sess.sessions} baseline sessions, spread {_noise(sess.spread)}); only changes beyond "
             f"±{_noise(sess.mde)} can be flagged against them; {nums}"
         )
     elif significant and better < -tolerance:
-        verdict = Verdict.REGRESSION
+        verdict = DriftVerdict.REGRESSION
         msg = f"regression: {nums}; worse than the {tol} tolerance"
     elif significant and better > tolerance:
-        verdict = Verdict.IMPROVEMENT
+        verdict = DriftVerdict.IMPROVEMENT
         msg = f"improvement: {nums}; better than the {tol} tolerance"
     elif significant:
-        verdict = Verdict.NO_CHANGE
+        verdict = DriftVerdict.NO_CHANGE
         msg = f"no change: {nums}; significant but within the {tol} tolerance"
     elif p_min >= alpha:
-        verdict = Verdict.INCONCLUSIVE
+        verdict = DriftVerdict.INCONCLUSIVE
         k = stats.runs_to_reach_p(alpha)
         need = max(need, k)
         msg = (
@@ -198,21 +198,21 @@ def compare(
             f"(smallest possible p={_fmt_p(p_min)}); need ≥ {k} runs per side; {nums}"
         )
     elif 1.0 - tolerance <= lo and hi <= 1.0 + tolerance:
-        verdict = Verdict.NO_CHANGE
+        verdict = DriftVerdict.NO_CHANGE
         msg = f"no change: {nums}; the CI lies within ±{tol}"
     elif noise > noisy_cv:
-        verdict = Verdict.NOISY
+        verdict = DriftVerdict.NOISY
         msg = (
             f"noisy: run-to-run noise {_noise(noise)} (cv), need {need} runs per side to see {tol}; "
             f"{nums}"
         )
     elif mde > tolerance:
-        verdict = Verdict.INCONCLUSIVE
+        verdict = DriftVerdict.INCONCLUSIVE
         msg = f"inconclusive: noise {_noise(noise)}, need {need} runs per side to see {tol}; {nums}"
     else:
-        verdict = Verdict.NO_CHANGE
+        verdict = DriftVerdict.NO_CHANGE
         msg = f"no change: {nums}; not significant, and {tol} would have been seen"
-    if sess is None and verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+    if sess is None and verdict in (DriftVerdict.REGRESSION, DriftVerdict.IMPROVEMENT):
         k = len(reference_sessions) if reference_sessions else 1
         msg += (f"; judged on runs alone: the reference holds {k} recording session(s) of this metric, too few "
                 f"(< {MIN_SESSIONS}) to tell the machine's own drift between sessions from a change")
@@ -432,9 +432,9 @@ def relative_gate(
 
 __all__ = [
     "Comparison",
+    "DriftVerdict",
     "GateResult",
     "GateVerdict",
-    "Verdict",
     "compare",
     "relative_gate",
 ]

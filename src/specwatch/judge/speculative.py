@@ -33,6 +33,13 @@ last cycle, ``0 ≤ t ≤ s``):
 * from a rate: canonical = ``1 + rate · (n − 1)`` (chain: ``n = s + 1``; tree: the same, since the
   rate's denominator is ``n − 1`` per row);
 * from extra tokens per cycle ``x``: canonical = ``1 + x``.
+
+The accept length of a *measurement* (many requests, many log windows) has one definition here,
+:func:`measured_accept_length`: SGLang's own, Σ(correct drafts + bs) / Σ bs over the measured verify
+cycles. The Decode lines give it per window, so over a measurement it is their batch-weighted mean
+(:func:`from_windows`; not their median, which weighs a window of one request like one of 48); the
+requests' ``meta_info`` give it exactly, summed (:func:`from_requests`: ``1 + Σc / Σv``, the same
+formula over the same cycles). The perf gates' diagnosis and the accept-length check both use these.
 """
 
 from __future__ import annotations
@@ -57,8 +64,11 @@ __all__ = [
     "from_histogram",
     "from_metrics_delta",
     "from_request_meta",
+    "from_requests",
     "from_window",
+    "from_windows",
     "max_accept_length",
+    "measured_accept_length",
     "reconcile",
     "to_accept_rate",
     "to_extra_per_cycle",
@@ -216,6 +226,52 @@ def from_request_meta(meta: Mapping[str, object], num_steps: int, source: str = 
         val = 1.0 + int(c) / v  # type: ignore[arg-type]
         return Estimate(val, val, val, source, Convention.WINDOW, "exact: 1 + correct_drafts/verify_ct")
     return from_completion_ratio(int(meta["completion_tokens"]), v, num_steps, source)  # type: ignore[arg-type]
+
+
+def from_windows(windows: Sequence[tuple[float, int]], source: str | None = None) -> Estimate | None:
+    """Decode-line windows ``(accept len, #running-req)`` -> their batch-weighted mean (None without any).
+
+    Each window is ``Σ(correct + bs) / Σ bs`` over the same number of decode steps, so weighting by
+    its batch size (at least 1) gives SGLang's formula over all of them; each printed value is
+    rounded to 2 decimals, hence ± :data:`LOG_ROUNDING`.
+    """
+    if not windows:
+        return None
+    weights = [max(bs, 1) for _, bs in windows]
+    mean = sum(a * w for (a, _), w in zip(windows, weights, strict=True)) / sum(weights)
+    values = [a for a, _ in windows]
+    return Estimate(mean, mean - LOG_ROUNDING, mean + LOG_ROUNDING,
+                    source if source is not None else f"Decode lines ({len(windows)} windows)", Convention.WINDOW,
+                    f"bs-weighted mean; windows {min(values):.2f}..{max(values):.2f}")
+
+
+def from_requests(metas: Sequence[Mapping[str, object]], source: str | None = None) -> Estimate | None:
+    """Requests' ``meta_info`` summed -> exact ``1 + Σ correct_drafts / Σ verify_ct``.
+
+    Counts the requests that report both and reached a verify step; None when none did.
+    """
+    total_c = total_v = 0
+    for meta in metas:
+        v, c = meta.get("spec_verify_ct"), meta.get("spec_num_correct_drafts")
+        if v is None or c is None or int(v) <= 0:  # type: ignore[call-overload]
+            continue
+        total_c += int(c)  # type: ignore[call-overload]
+        total_v += int(v)  # type: ignore[call-overload]
+    if not total_v:
+        return None
+    val = 1.0 + total_c / total_v
+    return Estimate(val, val, val, source if source is not None else f"meta_info of {len(metas)} requests",
+                    Convention.WINDOW, "exact: 1 + Σcorrect/Σverify_ct")
+
+
+def measured_accept_length(windows: Sequence[tuple[float, int]] = (),
+                           metas: Sequence[Mapping[str, object]] = ()) -> Estimate | None:
+    """THE accept length of a measurement: the server's reported values (Decode-line windows,
+    batch-weighted: :func:`from_windows`), else the requests' exact sums (:func:`from_requests`).
+
+    None when neither is there (not a speculative server, or nothing was measured).
+    """
+    return from_windows(windows) or from_requests(metas)
 
 
 def from_histogram(hist: Sequence[int], source: str = "spec_correct_drafts_histogram") -> Estimate:

@@ -1,1 +1,11 @@
-"""Comparing revisions of the server under test: A/B rounds, git bisect and patch bisection."""
+"""Comparing revisions of the server under test: A/B rounds, git bisect and patch bisection.
+
+- ``step``: one measurement of one checkout (setup, then a pytest run in its own process group);
+- ``memo``: the memo of measured revisions (entries, results files, logs);
+- ``git``: revisions, temporary worktrees, the default memo folder;
+- ``rounds``: the A/B measurement, two sides in alternating rounds, and its verdict;
+- ``ab``: ``specwatch ab``;
+- ``bisection``: what both bisections share (a step's A/B against good, the outcome, its report);
+- ``gitbisect``: ``specwatch bisect``, the ``git bisect run`` driver and its step executable;
+- ``patches``: ``specwatch bisect-patches``, cumulative patch prefixes.
+"""

@@ -1,36 +1,33 @@
 """One revision's measurement, shared by ``specwatch ab``, ``bisect`` and ``bisect-patches``.
 
 A measurement runs the setup command in a checkout, then ``python -m pytest PYTEST-ARGS
---specwatch-results FILE`` in its own process group (killed on timeout or Ctrl-C), and stores the
-verdict, the results file and the log in a :class:`Memo`. Also the git helpers those commands
-share: resolving revisions, temporary detached worktrees, the default memo folder.
+--specwatch-results FILE`` in its own process group (killed on timeout or Ctrl-C by
+:func:`specwatch.server.process.kill_process_group`), and stores the verdict, the results file and
+the log in a :class:`~specwatch.revisions.memo.Memo`. Results files are read by the versioned
+loader of :mod:`specwatch.store.result`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from specwatch.errors import InfraError, SpecwatchError, UsageError
-from specwatch.server.process import die_with_parent
-
-GOOD, BAD, SKIP = "good", "bad", "skip"
-MEMO_VERSION = 2  # 2: a step's verdict is an A/B against the good revision in alternating rounds
+from specwatch.errors import SpecwatchError
+from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
+from specwatch.server.process import die_with_parent, kill_process_group
+from specwatch.store.result import ResultSet
 
 
 @dataclass(frozen=True)
@@ -42,6 +39,13 @@ class MeasureConfig:
     python: str = sys.executable
     workdir: str | None = None  # where pytest runs; None: the checkout being measured
     timeout_s: float | None = None  # per setup command and per pytest run
+
+    @classmethod
+    def make(cls, pytest_args: Sequence[str], setup: str | None = None, python: str | None = None,
+             workdir: str | Path | None = None, timeout_s: float | None = None) -> MeasureConfig:
+        """From command-line values: this interpreter by default, the work folder made absolute."""
+        return cls(pytest_args=tuple(pytest_args), setup=setup, python=python or sys.executable,
+                   workdir=str(Path(workdir).resolve()) if workdir else None, timeout_s=timeout_s)
 
     def fingerprint(self, *anchor: str) -> str:
         """A short hash of everything that changes what a memoised verdict means."""
@@ -56,35 +60,6 @@ class MeasureConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MeasureConfig:
         return cls(**{**data, "pytest_args": tuple(data["pytest_args"])})
-
-
-@dataclass
-class RevisionRun:
-    """The memoised outcome of measuring one revision (a commit or a patch prefix)."""
-
-    ident: str  # commit sha, or "prefix-<k>-<hash>"
-    label: str  # subject line or patch description
-    verdict: str  # good | bad | skip
-    reason: str
-    pytest_rc: int | None
-    results: str | None  # path of the results file in the memo directory
-    seconds: float
-    measured: str  # ISO date
-    session: str  # id of the bisection run that measured it
-    # a step's verdict entry: {"kind": "step", "rounds": n, "keys": [...], ...}; {} for one measurement
-    detail: dict[str, Any] = field(default_factory=dict)
-    cached: bool = field(default=False, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("cached")
-        data["version"] = MEMO_VERSION
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RevisionRun:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "cached"}
-        return cls(**known, cached=True)
 
 
 def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors: int = 0) -> tuple[str, str]:
@@ -102,63 +77,9 @@ def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors:
     return SKIP, f"pytest exit {pytest_rc} (interrupted, internal or usage error, or nothing collected)"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    from specwatch.store.atomic import write_text_atomic
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-class Memo:
-    """One fingerprint directory: ``<ident>.verdict.json``, ``<ident>.results.json``, ``<ident>.log``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-
-    def entry_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.verdict.json"
-
-    def results_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.results.json"
-
-    def log_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.log"
-
-    def get(self, ident: str) -> RevisionRun | None:
-        path = self.entry_path(ident)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(data, dict) or data.get("version") != MEMO_VERSION or "verdict" not in data:
-            return None
-        return RevisionRun.from_json(data)
-
-    def put(self, measurement: RevisionRun) -> None:
-        write_json_atomic(self.entry_path(measurement.ident), measurement.to_json())
-
-    def entries(self) -> list[RevisionRun]:
-        found = [self.get(p.name[: -len(".verdict.json")]) for p in self.root.glob("*.verdict.json")]
-        return [m for m in found if m is not None]
-
-
-@dataclass(frozen=True)
-class Series:
-    """One results entry reduced to its median (a results file without any holds no measurement)."""
-
-    key: str
-    median: float
-    unit: str
-    higher_is_better: bool
-    n: int
-
-
 def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, bool]]:
     """key -> (samples, unit, higher_is_better) of a results file (read by the versioned loader,
     older versions migrated); empty when it is missing, unreadable or of another format."""
-    from specwatch.store.result import ResultSet
-
     if path is None:
         return {}
     try:
@@ -166,21 +87,6 @@ def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, boo
     except (SpecwatchError, OSError):
         return {}
     return {r.key: ([float(x) for x in r.samples], r.unit, r.higher_is_better) for r in rs.results if r.samples}
-
-
-def read_series(path: str | Path | None) -> dict[str, Series]:
-    """Key -> Series of a results file; empty when the file is missing or unreadable (one reader:
-    :func:`samples_of`, the versioned results loader)."""
-    return {key: Series(key=key, median=statistics.median(samples), unit=unit, higher_is_better=higher,
-                        n=len(samples))
-            for key, (samples, unit, higher) in samples_of(path).items()}
-
-
-def git(repo: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise InfraError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
 
 
 def run_logged(
@@ -204,23 +110,12 @@ def run_logged(
     try:
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        kill_group(proc)
+        kill_process_group(proc)
         log.write(f"\n[specwatch] timed out after {timeout_s} s; process group killed\n")
         return None
     except BaseException:
-        kill_group(proc)
+        kill_process_group(proc)
         raise
-
-
-def kill_group(proc: subprocess.Popen[Any]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _junit_counts(path: Path) -> tuple[int, int]:
@@ -233,7 +128,7 @@ def _junit_counts(path: Path) -> tuple[int, int]:
 
 
 def _results_ok(path: Path) -> bool:
-    return bool(read_series(path))
+    return bool(samples_of(path))
 
 
 def measure(
@@ -291,56 +186,3 @@ def measure(
     )
     memo.put(entry)
     return entry
-
-
-def default_memo(repo: Path) -> Path:
-    common = Path(git(repo, "rev-parse", "--git-common-dir"))
-    if not common.is_absolute():
-        common = repo / common
-    return common / "specwatch" / "bisect"
-
-
-def toplevel(repo: str | Path) -> Path:
-    path = Path(repo).resolve()
-    if not path.is_dir():
-        raise UsageError(f"--repo {repo}: no such directory")
-    proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise UsageError(f"--repo {repo}: not a git work tree")
-    return Path(proc.stdout.strip())
-
-
-def resolve_rev(repo: Path, rev: str, flag: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise UsageError(f"{flag} {rev}: not a commit in {repo}")
-    return proc.stdout.strip()
-
-
-def subject(repo: Path, sha: str) -> str:
-    return git(repo, "log", "-1", "--format=%s", sha)
-
-
-def dirty_files(repo: Path) -> str:
-    return git(repo, "status", "--porcelain", "--untracked-files=no")
-
-
-@contextlib.contextmanager
-def worktree(top: Path, base: str) -> Iterator[Path]:
-    """A temporary detached worktree of `base`, removed afterwards."""
-    tmp = Path(tempfile.mkdtemp(prefix="specwatch-bisect-"))
-    path = tmp / "tree"
-    try:
-        git(top, "worktree", "add", "--quiet", "--detach", str(path), base)
-        yield path
-    finally:
-        subprocess.run(["git", "-C", str(top), "worktree", "remove", "--force", str(path)],
-                       capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run(["git", "-C", str(top), "worktree", "prune"], capture_output=True)
-
-

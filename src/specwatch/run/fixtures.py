@@ -9,18 +9,22 @@ both alive.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from specwatch.errors import SpecwatchError
-from specwatch.run.plugin import SESSION_KEY
-from specwatch.run.session import Session
-from specwatch.server.pool import RunningServer
+from specwatch.run.activation import activate_or_exit
+
+if TYPE_CHECKING:  # imported only for the annotations: a dormant plugin loads no session or pool
+    from specwatch.run.session import Session
+    from specwatch.server.pool import RunningServer
 
 
 @pytest.fixture(scope="session")
 def specwatch_session(request: pytest.FixtureRequest) -> Session:
     """The run's Session: config, profiles, pool, memoised measurements and findings."""
-    return request.config.stash[SESSION_KEY]
+    return activate_or_exit(request.config)
 
 
 def _server(session: Session, role: str) -> RunningServer:

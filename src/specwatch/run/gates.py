@@ -1,7 +1,8 @@
 """The perf gates of the suite, judged with statistics and explained with numbers.
 
-Each gate returns an :class:`Outcome`; tests in ``tests/perf`` only assert on it, so the same
-gates run from any test file a user writes.
+Each gate returns a :class:`~specwatch.judge.verdict.Verdict` (the checks' type too) and records
+its report rows itself; tests in ``tests/perf`` only assert on it, so the same gates run from any
+test file a user writes.
 """
 
 from __future__ import annotations
@@ -9,46 +10,40 @@ from __future__ import annotations
 import functools
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from specwatch.judge import compare, stats
+from specwatch.judge import compare, speculative, stats
 from specwatch.judge.diagnose import SpecDiagnosis, median_gap_ms
+from specwatch.judge.tuning import tuning_effect
+from specwatch.judge.verdict import Status, Verdict
 from specwatch.report.table import ReportRow
 
 if TYPE_CHECKING:
     from specwatch.load.measure import Measurement
     from specwatch.run.session import Session
 
+__all__ = ["DECODE_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor", "recorded",
+           "speculation_beats_baseline", "tuned_vs_untuned", "tuning_effect"]
+
 METRIC = "output_tok_s"
 #: Speculation changes the decode phase only; its gates compare decode throughput (TTFT excluded).
 DECODE_METRIC = "decode_tok_s"
+#: The gates' names (``Verdict.name``).
+FLOOR, DRIFT, SPEC_VS_BASELINE, TUNED_VS_UNTUNED = "floor", "drift", "speculation beats baseline", "tuned vs untuned"
 
 
-def recorded(gate: Callable[..., Outcome]) -> Callable[..., Outcome]:
+def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
     """A gate hands its verdict rows to the session itself (summary table, results, benchmark.json,
     JUnit through the plugin), so a user's test that calls it needs no helper fixture."""
 
     @functools.wraps(gate)
-    def run(session: Session, *args: Any, **kwargs: Any) -> Outcome:
-        outcome = gate(session, *args, **kwargs)
-        session.verdict_rows.extend(outcome.rows)
-        return outcome
+    def run(session: Session, *args: Any, **kwargs: Any) -> Verdict:
+        verdict = gate(session, *args, **kwargs)
+        session.verdict_rows.extend(verdict.rows)
+        return verdict
 
     return run
-
-
-@dataclass
-class Outcome:
-    """``status`` is pass, fail or skip; ``message`` says why, with the numbers."""
-
-    status: str
-    message: str
-    rows: list[ReportRow] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "fail"
 
 
 def _ci(samples: list[float]) -> tuple[float, float]:
@@ -56,13 +51,11 @@ def _ci(samples: list[float]) -> tuple[float, float]:
 
 
 def accept_length(m: Measurement) -> float | None:
-    """Canonical accept length of a measurement: Decode-line windows, else exact per-request meta."""
-    accepts = [r.accept_len for r in m.decode_records if r.accept_len is not None]
-    if accepts:
-        return statistics.median(accepts)
-    per_request = [1 + g.meta_info["spec_num_correct_drafts"] / g.meta_info["spec_verify_ct"]
-                   for g in m.generations if g.meta_info.get("spec_verify_ct")]
-    return statistics.median(per_request) if per_request else None
+    """The accept length of a measurement, as :func:`speculative.measured_accept_length` defines it:
+    the batch-weighted mean of its Decode-line windows, else its requests' exact meta_info sums."""
+    est = speculative.measured_accept_length([(r.accept_len, r.running) for r in m.decode_records
+                                              if r.accept_len is not None], [g.meta_info for g in m.generations])
+    return est.value if est is not None else None
 
 
 def diagnose(spec: Measurement, baseline: Measurement | None) -> SpecDiagnosis:
@@ -85,11 +78,11 @@ def _findings_text(session: Session, *profiles: str) -> list[str]:
 
 
 @recorded
-def floor(session: Session, profile: str, workload: str = "single-stream") -> Outcome:
+def floor(session: Session, profile: str, workload: str = "single-stream") -> Verdict:
     """Absolute floor of a profile's median tok/s (``floor_tok_s`` in its profile)."""
     prof = session.profile_for(profile)
     if prof.floor_tok_s is None:
-        return Outcome("skip", f"profile {prof.name} sets no floor_tok_s")
+        return Verdict(FLOOR, Status.SKIP, f"profile {prof.name} sets no floor_tok_s", profile=prof.name)
     m = session.measure(prof.name, workload, pooled=True)
     xs = m.samples(METRIC)
     lo, hi = _ci(xs)
@@ -98,11 +91,11 @@ def floor(session: Session, profile: str, workload: str = "single-stream") -> Ou
                     verdict="pass" if m.median_tok_s >= prof.floor_tok_s else "fail")
     msg = (f"{prof.name} {workload}: median {m.median_tok_s:.1f} tok/s [{lo:.1f}, {hi:.1f}] against the floor "
            f"{prof.floor_tok_s:g} tok/s")
-    return Outcome("pass" if m.median_tok_s >= prof.floor_tok_s else "fail", msg, [row])
+    return Verdict.of(FLOOR, m.median_tok_s >= prof.floor_tok_s, msg, profile=prof.name, rows=[row])
 
 
 @recorded
-def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Outcome:
+def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Verdict:
     """This run against the stored baseline (or ``--specwatch-reference``): regression = worse than
     the tolerance AND significant; a noisy or too-small sample is reported as inconclusive."""
     from specwatch.load.measure import METRICS
@@ -112,20 +105,22 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     current = m.samples(metric)
     unit, higher = METRICS[metric]
     if session.config.update_baselines:
-        return Outcome("skip", f"--update-baselines: {prof.name} is being recorded, not compared")
+        return Verdict(DRIFT, Status.SKIP, f"--update-baselines: {prof.name} is being recorded, not compared",
+                       profile=prof.name)
     ref = session.reference_samples(prof.name, workload, metric)
     if isinstance(ref, str):
         session.missing_baseline(f"{prof.name}/{workload}/{metric}", ref)
         if session.config.require_baseline:
-            return Outcome("fail", f"{ref} (--specwatch-require-baseline: a drift test with nothing to compare "
-                                   f"against fails)")
-        return Outcome("skip", ref)
+            return Verdict(DRIFT, Status.FAIL, f"{ref} (--specwatch-require-baseline: a drift test with nothing to "
+                                               f"compare against fails)", profile=prof.name)
+        return Verdict(DRIFT, Status.SKIP, ref, profile=prof.name)
     wl = m.workload
     for key, now in (("max_new_tokens", wl.max_new_tokens), ("concurrency", wl.concurrency)):
         then = ref.extra.get(key)
         if then is not None and then != now:
-            return Outcome("skip", f"{ref.source} was recorded with {key}={then}, this run uses {now}: the two "
-                                   f"are not comparable; re-record with --update-baselines")
+            return Verdict(DRIFT, Status.SKIP, f"{ref.source} was recorded with {key}={then}, this run uses {now}: "
+                                               f"the two are not comparable; re-record with --update-baselines",
+                           profile=prof.name)
     requested = prof.tolerance or session.config.tolerance
     cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=requested,
                                alpha=session.config.alpha, sessions=ref.sessions or None,
@@ -140,15 +135,15 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
         base = session.profiles.for_role("baseline")
         baseline_m = session.measurements.get((base.name, workload)) if base else None
         msg += "\n" + "\n".join(diagnose(m, baseline_m).lines() + _findings_text(session, prof.name))
-    return Outcome("fail" if cmp.is_regression else "pass", msg, [row])
+    return Verdict.of(DRIFT, not cmp.is_regression, msg, profile=prof.name, rows=[row])
 
 
 @recorded
-def speculation_beats_baseline(session: Session, workload: str = "single-stream") -> Outcome:
+def speculation_beats_baseline(session: Session, workload: str = "single-stream") -> Verdict:
     """Speculative ≥ baseline × (1 + margin), measured in this session; fails with the diagnosis."""
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
     if not spec_p or not base_p:
-        return Outcome("skip", "the profile set has no spec and baseline servers to compare")
+        return Verdict(SPEC_VS_BASELINE, Status.SKIP, "the profile set has no spec and baseline servers to compare")
     base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
     margin = session.profiles.gates.spec_margin
     a, b = spec.samples(DECODE_METRIC), base.samples(DECODE_METRIC)
@@ -159,40 +154,20 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
                     change=gate.ratio - 1, p=gate.p_pass, verdict=gate.verdict.value, samples=tuple(a),
                     message=gate.message)
     lines = [gate.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
-    status = "pass" if gate.passed else "fail"
-    if gate.verdict is compare.GateVerdict.INCONCLUSIVE:
-        status = "fail"  # a speedup that cannot be shown is not a speedup; the message says how many runs
-    return Outcome(status, "\n".join(lines), [row])
-
-
-def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str]:
-    """What a tuned/untuned gate result means: (sentence, verdict for the table).
-
-    A win needs significance AND a gain of at least ``min_effect``; a significant gain below it is
-    "no meaningful effect" (boot-to-boot drift alone reaches 2% with p < 0.01 on the H200 pair).
-    """
-    size = f"{min_effect * 100:g}%"
-    if gain.passed and gain.gain >= min_effect:
-        return f"tuning helps: {gain.gain * 100:+.1f}% (p={gain.p_pass:.2g}), at least {size}", "pass"
-    if gain.passed:
-        return (f"no meaningful effect: {gain.gain * 100:+.1f}% is significant (p={gain.p_pass:.2g}) but "
-                f"smaller than the {size} this profile counts as an effect", "no_effect")
-    if gain.verdict is compare.GateVerdict.NO_EFFECT:
-        return f"no measurable effect: {gain.gain * 100:+.1f}% (p={gain.p_differ:.2g})", "no_effect"
-    if gain.verdict is compare.GateVerdict.FAIL:
-        return f"tuning makes it worse: {gain.gain * 100:+.1f}% (p={gain.p_fail:.2g})", "fail"
-    return f"{gain.verdict.value}: {gain.gain * 100:+.1f}%", gain.verdict.value
+    # an inconclusive gate fails too: a speedup that cannot be shown is not a speedup; the message says how many runs
+    passed = gate.passed and gate.verdict is not compare.GateVerdict.INCONCLUSIVE
+    return Verdict.of(SPEC_VS_BASELINE, passed, "\n".join(lines), rows=[row])
 
 
 @recorded
-def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outcome:
+def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdict:
     """Tuned ≥ untuned × (1 − tolerance); "no measurable effect" is reported, never called a win.
 
     With ``gates.expect_tuning_effect`` the tuning must show a significant gain.
     """
     t_p, u_p = session.profiles.for_role("tuned"), session.profiles.for_role("untuned")
     if not t_p or not u_p:
-        return Outcome("skip", "the profile set has no tuned and untuned servers to compare")
+        return Verdict(TUNED_VS_UNTUNED, Status.SKIP, "the profile set has no tuned and untuned servers to compare")
     untuned, tuned = session.measure_pair(u_p.name, t_p.name, workload)
     gates = session.profiles.gates
     # decode tok/s: the all-reduces that tuning changes run in every decode step; TTFT only adds noise.
@@ -205,12 +180,13 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Outco
                     baseline_median=statistics.median(u_x),
                     change=gain.ratio - 1, p=gain.p_differ, verdict=gain.verdict.value, samples=tuple(t_x),
                     message=gain.message)
-    effect, verdict = tuning_effect(gain, gates.tuning_min_effect)
-    row = replace(row, verdict=verdict)
+    effect, table_verdict = tuning_effect(gain, gates.tuning_min_effect)
+    row = replace(row, verdict=table_verdict)
     lines = [effect, gain.message, f"tuned against untuned as a regression check: {worse.message}",
              *_findings_text(session, t_p.name, u_p.name)]
     if worse.is_regression:
-        return Outcome("fail", "tuning made things worse:\n" + "\n".join(lines), [row])
-    if gates.expect_tuning_effect and verdict != "pass":
-        return Outcome("fail", "this machine's profile expects the tuning to help, but:\n" + "\n".join(lines), [row])
-    return Outcome("pass", "\n".join(lines), [row])
+        return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "tuning made things worse:\n" + "\n".join(lines), rows=[row])
+    if gates.expect_tuning_effect and table_verdict != "pass":
+        return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "this machine's profile expects the tuning to help, but:\n"
+                       + "\n".join(lines), rows=[row])
+    return Verdict(TUNED_VS_UNTUNED, Status.PASS, "\n".join(lines), rows=[row])

@@ -142,41 +142,46 @@ OPTIONS: tuple[Option, ...] = (
            "(1 replaces the baseline)", _positive_int, 1),
     Option("results", "write this run's results file (JSON) here"),
     Option("reference", "compare against this results file instead of stored baselines"),
-    Option("history", "SQLite history file to append results to", str, ".specwatch/history.sqlite"),
+    Option("history", "history to append results to: a SQLite file, or postgresql://user@host/db for one "
+           "history shared by many hosts", str, ".specwatch/history.sqlite"),
     Option("report_dir", "directory for reports, plots and server logs", str, "reports"),
     Option("machine_class", "override the detected machine class used for baselines"),
     Option("commit", "commit of the server under test (default: git HEAD of the working directory)"),
 )
 
 
+#: every option's default: the one place defaults are written (Config and the CLI read them here)
+DEFAULTS: dict[str, Any] = {opt.name: opt.default for opt in OPTIONS}
+
+
 @dataclass(frozen=True)
 class Config:
-    """The resolved, frozen configuration of one run."""
+    """The resolved, frozen configuration of one run (defaults: :data:`DEFAULTS`, from :data:`OPTIONS`)."""
 
-    profiles: str | None = None
-    engine: str | None = None
-    model: str | None = None
-    draft: str | None = None
-    tp: int = 1
-    device: str = "auto"
-    server_url: str | None = None
-    server_log: str | None = None
-    boot_timeout: float = 900.0
-    runs: int | None = None
-    warmup: int | None = None
-    tolerance: float = 0.05
-    alpha: float = 0.01
-    baseline_dir: str = "baselines"
-    require_baseline: bool = False
-    project: str | None = None
-    update_baselines: bool = False
-    baseline_sessions: int = 1
-    results: str | None = None
-    reference: str | None = None
-    history: str = ".specwatch/history.sqlite"
-    report_dir: str = "reports"
-    machine_class: str | None = None
-    commit: str | None = None
+    profiles: str | None = DEFAULTS["profiles"]
+    engine: str | None = DEFAULTS["engine"]
+    model: str | None = DEFAULTS["model"]
+    draft: str | None = DEFAULTS["draft"]
+    tp: int = DEFAULTS["tp"]
+    device: str = DEFAULTS["device"]
+    server_url: str | None = DEFAULTS["server_url"]
+    server_log: str | None = DEFAULTS["server_log"]
+    boot_timeout: float = DEFAULTS["boot_timeout"]
+    runs: int | None = DEFAULTS["runs"]
+    warmup: int | None = DEFAULTS["warmup"]
+    tolerance: float = DEFAULTS["tolerance"]
+    alpha: float = DEFAULTS["alpha"]
+    baseline_dir: str = DEFAULTS["baseline_dir"]
+    require_baseline: bool = DEFAULTS["require_baseline"]
+    project: str | None = DEFAULTS["project"]
+    update_baselines: bool = DEFAULTS["update_baselines"]
+    baseline_sessions: int = DEFAULTS["baseline_sessions"]
+    results: str | None = DEFAULTS["results"]
+    reference: str | None = DEFAULTS["reference"]
+    history: str = DEFAULTS["history"]
+    report_dir: str = DEFAULTS["report_dir"]
+    machine_class: str | None = DEFAULTS["machine_class"]
+    commit: str | None = DEFAULTS["commit"]
     rootdir: Path = field(default_factory=Path.cwd)
 
     def path(self, value: str | None) -> Path | None:

@@ -13,22 +13,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specwatch.checks.lossless import Scored
+from specwatch.checks.lossless import GreedyMemo
 from specwatch.errors import UsageError
 from specwatch.load.workload import WORKLOADS, Workload
-from specwatch.profiles.profile import ProfileSet, ServerProfile, load_profiles, single_server_profiles, with_device
-from specwatch.run.gather import Gathered
+from specwatch.profiles.loading import load_profiles, single_server_profiles, with_device
+from specwatch.profiles.profile import ProfileSet, ServerProfile
 from specwatch.run.options import Config
+from specwatch.run.record import PAYLOAD_KEY, RunRecord
 from specwatch.server.pool import RunningServer, ServerPool
 
 Progress = Callable[[str], None]
-#: fixture name -> the role in a profile set's [fixtures] table
-ROLE_FIXTURES = {"baseline_server": "baseline", "spec_server": "spec", "tuned_server": "tuned",
-                 "untuned_server": "untuned"}
-
 
 @dataclass
-class Finding:
+class CheckNote:
     """What a check concluded about one server, kept so perf failures can explain themselves."""
 
     check: str
@@ -56,18 +53,17 @@ class Session:
     progress: Progress = print
     worker_id: str | None = None
     worker_count: int = 1
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[CheckNote] = field(default_factory=list)
     measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
     measurements_alternating: dict[tuple[str, ...], Any] = field(default_factory=dict)
     verdict_rows: list[Any] = field(default_factory=list)
-    #: greedy outputs (ids and logprobs) per (profile name, prompts, max_new_tokens), memoised by
-    #: checks.scored_outputs
-    greedy_outputs: dict[tuple[str, tuple[str, ...], int], list[Scored]] = field(default_factory=dict)
+    #: greedy outputs (ids and logprobs) per (profile, prompts, max_new_tokens) for the lossless check
+    greedy_outputs: GreedyMemo = field(default_factory=GreedyMemo)
     started: float = field(default_factory=time.time)
     infra_failures: int = 0
     verdict_failures: int = 0
-    #: on the xdist controller: what the workers measured (``worker_down``)
-    gathered: Gathered = field(default_factory=Gathered)
+    #: on the xdist controller: the workers' records, merged (``worker_down``)
+    gathered: RunRecord = field(default_factory=RunRecord)
     _fingerprint: dict[str, Any] | None = None
     #: why pytest's rootdir was not the project folder, when it was not (shown in the header)
     project_note: str = ""
@@ -346,48 +342,30 @@ class Session:
             self.machine_class(), workload, metric)
 
     def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
-        """Record a check's conclusion for later diagnosis of perf failures."""
-        self.findings.append(Finding(check, profile, ok, summary))
+        """Record a check's conclusion, once, for later diagnosis of perf failures."""
+        if CheckNote(check, profile, ok, summary) not in self.findings:
+            self.findings.append(CheckNote(check, profile, ok, summary))
 
-    def findings_for(self, profile: str) -> list[Finding]:
+    def findings_for(self, profile: str) -> list[CheckNote]:
         return [f for f in self.findings if f.profile == profile]
+
+    def live_profiles(self) -> list[str]:
+        """The profiles whose servers run now (the lossless check asks them first)."""
+        return list(self._pool.live) if self._pool is not None else []
 
     # -- hooks' helpers (the plugin's hooks are one line each) --------------------------------
 
-    def _servers_of(self, item: Any) -> list[str]:
-        """Profile names a test item needs, from its fixtures, parameters and marker."""
-        names: list[str] = []
-        for fixture, role in ROLE_FIXTURES.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                prof = self.profiles.for_role(role)
-                if prof:
-                    names.append(prof.name)
-        callspec = getattr(item, "callspec", None)
-        if callspec is not None and "profile_name" in callspec.params:
-            names.append(callspec.params["profile_name"])
-        marker = item.get_closest_marker("specwatch_server") if hasattr(item, "get_closest_marker") else None
-        if marker and marker.args:
-            names.append(self.profile_for(marker.args[0]).name)
-        return names
+    def servers_of(self, item: Any) -> list[str]:
+        """Profile names a test item needs (:func:`specwatch.run.ordering.servers_of`)."""
+        from specwatch.run.ordering import servers_of
+
+        return servers_of(item, self.profiles, self.profile_for)
 
     def order_items(self, items: list[Any]) -> list[Any]:
-        """Group tests by the server they need, in profile order, so each server boots once.
+        """Tests grouped by the server they need (:func:`specwatch.run.ordering.order_items`)."""
+        from specwatch.run.ordering import order_items
 
-        Tests that need no server come first; tests that compare servers come last, when the
-        measurements they compare are already memoised.
-        """
-        order = {name: i for i, name in enumerate(self.profiles.servers)}
-
-        def key(pair: tuple[int, Any]) -> tuple[int, int]:
-            idx, item = pair
-            needed = self._servers_of(item)
-            if not needed:
-                rank = -1 if not (item.get_closest_marker("perf") or item.get_closest_marker("correctness")) else 10**6
-            else:
-                rank = order.get(needed[0], 10**6 - 1)
-            return rank, idx
-
-        return [item for _, item in sorted(enumerate(items), key=key)]
+        return order_items(items, self.profiles, self.profile_for)
 
     def failed(self, item: Any, excinfo: Any, report: Any) -> None:
         """A test failed: attach its servers' log tails and count it as infrastructure or verdict.
@@ -409,7 +387,7 @@ class Session:
 
     def log_sections(self, item: Any) -> list[tuple[str, str]]:
         """The log tails of the servers a failing test used (or of every live server)."""
-        names = self._servers_of(item)
+        names = self.servers_of(item)
         live = self._pool.live if self._pool else {}
         chosen = [live[n] for n in names if n in live] or list(live.values())
         return [(f"specwatch server log: {s.profile.name} ({s.log_path})", s.log_tail(40)) for s in chosen]
@@ -420,73 +398,85 @@ class Session:
         lines = [f"specwatch: {self.project_note}"] if self.project_note else []
         if perf_run:
             lines.append(f"specwatch: project {cfg.rootdir}; baselines {cfg.path(cfg.baseline_dir)}; reports "
-                         f"{cfg.path(cfg.report_dir)}; history {cfg.path(cfg.history) if cfg.history else 'off'}"
+                         f"{cfg.path(cfg.report_dir)}; history {self._history_label()}"
                          + ("; a missing baseline fails" if cfg.require_baseline else ""))
         return lines
+
+    def _history_label(self) -> str:
+        """Where history goes, for people: a path, or a database URL without its password."""
+        from specwatch.store.history import is_url
+        from specwatch.store.history_postgres import redact
+
+        history = self.config.history
+        if not history:
+            return "off"
+        return redact(history) if is_url(history) else str(self.config.path(history))
 
     def missing_baseline(self, test: str, message: str) -> None:
         """A drift test found nothing to compare against: remembered for the summary."""
         self.missing_baselines.append(f"{test}: {message}")
 
+    def record(self) -> RunRecord:
+        """This run's record: results, verdict rows, notes and failure counts (see :class:`RunRecord`)."""
+        from specwatch.run.summary import note_lines, results_of
+
+        return RunRecord(results=results_of(self.measurements, self.fingerprint(), self.commit()),
+                         rows=list(self.verdict_rows),
+                         notes=note_lines(self.findings, self.measurements, self.missing_baselines),
+                         infra_failures=self.infra_failures, verdict_failures=self.verdict_failures,
+                         perf_tests=self.perf_tests_run)
+
     def summary_lines(self) -> list[str]:
-        """Lines for the end-of-run summary table (under xdist: the workers' runs, gathered)."""
-        from specwatch.run.summary import note_lines, rows_for, rows_of, summary_lines
+        """Lines for the end-of-run summary table (under xdist: the workers' records, gathered)."""
+        from specwatch.run.summary import summary_lines, table_rows
 
         if self.gathered.workers or self.gathered.notes:
             if not self.gathered.measured:
                 return list(self.gathered.notes)
-            assert self.gathered.results is not None
-            return (summary_lines(rows_for(self.gathered.rows, self.gathered.results), self.gathered.notes)
-                    + self._written_lines())
+            return summary_lines(table_rows(self.gathered), self.gathered.notes) + self._written_lines()
         if not self.measurements and not self.verdict_rows:
             return self._written_lines()
-        return summary_lines(rows_of(self), note_lines(self)) + self._written_lines()
+        rec = self.record()
+        return summary_lines(table_rows(rec), rec.notes) + self._written_lines()
 
     def _written_lines(self) -> list[str]:
         notes = [f"specwatch: {self.project_note}"] if self.project_note else []
         return notes + [f"specwatch wrote {p}" for p in self.written]
 
-    def worker_payload(self) -> str:
-        """This xdist worker's run, for the controller (``gather``)."""
-        from specwatch.run.gather import payload
-        from specwatch.run.summary import note_lines, results_of
-
-        return payload(results_of(self), list(self.verdict_rows), note_lines(self), self.infra_failures,
-                       self.verdict_failures, self.worker_id)
-
     def worker_down(self, worker: str, output: dict[str, Any] | None, error: Any) -> None:
-        """The controller's side of an xdist worker finishing: merge what it sent."""
-        from specwatch.run.gather import PAYLOAD_KEY
-
+        """The controller's side of an xdist worker finishing: merge the record it sent."""
         text = (output or {}).get(PAYLOAD_KEY)
         if text:
-            self.gathered.add(text)
+            self.gathered.merge(RunRecord.from_json(text))
         elif error is not None:
             self.gathered.lost(worker, error)
 
     def finish(self, exitstatus: int = 0, workeroutput: dict[str, Any] | None = None) -> int:
-        """Persist what the run measured (results, history, baselines), stop the servers, and
-        return the exit status: pytest's, except EXIT_INFRA when every failure was the harness's
-        (a server that failed to boot is not a regression).
+        """Persist the run's record (results, history, baselines), stop the servers, and return the
+        exit status: pytest's, except EXIT_INFRA when every failure was the harness's (a server
+        that failed to boot is not a regression).
 
-        An xdist worker (``workeroutput`` given) persists nothing: it hands its run to the
-        controller, which persists all workers' runs once.
+        An xdist worker (``workeroutput`` given) persists nothing: it hands its record to the
+        controller, which persists all workers' records once.
         """
         from specwatch.errors import EXIT_INFRA
-        from specwatch.run.summary import persist, results_of, rows_for, rows_of
+        from specwatch.run.summary import persist
 
         try:
             if workeroutput is not None:
-                from specwatch.run.gather import PAYLOAD_KEY
+                workeroutput[PAYLOAD_KEY] = self.record().to_json(self.worker_id)
+            else:
+                rec = self.gathered if self.gathered.measured else self.record() if self.measurements else None
+                if rec is not None:
+                    cfg = self.config
 
-                workeroutput[PAYLOAD_KEY] = self.worker_payload()
-            elif self.gathered.measured:
-                assert self.gathered.results is not None
-                self.written = persist(self, self.gathered.results,
-                                       rows_for(self.gathered.rows, self.gathered.results),
-                                       self._partial(exitstatus))
-            elif self.measurements:
-                self.written = persist(self, results_of(self), rows_of(self), self._partial(exitstatus))
+                    def tolerance_for(profile: str) -> float:
+                        prof = self.profiles.servers.get(profile)
+                        return (prof.tolerance if prof else None) or cfg.tolerance
+
+                    self.written = persist(rec, cfg, perf_run=self.perf_tests_run > 0 or rec.perf_tests > 0,
+                                           machine_class=self.machine_class, tolerance_for=tolerance_for,
+                                           progress=self.progress, partial=self._partial(exitstatus))
         finally:
             self.close()
         infra = self.infra_failures + self.gathered.infra_failures

@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from specwatch.load import gpuclock
 from specwatch.load.measure import METRICS
 from specwatch.report import table as report
+from specwatch.run.options import Config
+from specwatch.run.record import RunRecord
 from specwatch.store.result import Result, ResultSet
 
 #: The client's own share of a measured run above which its numbers are not the server's.
 CLIENT_OVERHEAD_LIMIT = 0.01
 
-if TYPE_CHECKING:
-    from specwatch.run.session import Session
-
-
-def results_of(session: Session) -> ResultSet:
-    """Every memoised measurement of the session as a ResultSet (one Result per metric)."""
-    rs = ResultSet(machine=session.fingerprint(), commit=session.commit())
-    for (profile, workload), m in sorted(session.measurements.items()):
+def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, Any], commit: str | None) -> ResultSet:
+    """Every measurement of a run as a ResultSet (one Result per metric)."""
+    rs = ResultSet(machine=machine, commit=commit)
+    for (profile, workload), m in sorted(measurements.items()):
         extra = {"client_overhead": round(m.client_overhead, 5), "shared_host": m.shared_host,
                  "runs": len(m.runs), "concurrency": m.workload.concurrency,
                  "max_new_tokens": m.workload.max_new_tokens}
@@ -35,16 +34,11 @@ def results_of(session: Session) -> ResultSet:
     return rs
 
 
-def rows_of(session: Session) -> list[report.ReportRow]:
-    """Verdict rows recorded by tests, plus a plain row for every measured key without one."""
-    return rows_for(session.verdict_rows, results_of(session))
-
-
-def rows_for(verdict_rows: list[report.ReportRow], rs: ResultSet) -> list[report.ReportRow]:
-    """``verdict_rows`` plus a plain row for every output-throughput result without a verdict."""
-    rows = list(verdict_rows)
+def table_rows(record: RunRecord) -> list[report.ReportRow]:
+    """The record's verdict rows, plus a plain row for every output-throughput result without a verdict."""
+    rows = list(record.rows)
     judged = {r.key for r in rows}
-    for r in rs.results:
+    for r in record.results.results:
         if r.key not in judged and r.metric == "output_tok_s":
             rows.append(report.ReportRow(key=r.key, n=len(r.samples), median=_median(r.samples), unit=r.unit,
                                          samples=tuple(r.samples), higher_is_better=r.higher_is_better))
@@ -62,34 +56,38 @@ def summary_lines(rows: list[report.ReportRow], notes: list[str]) -> list[str]:
     return [*report.summary_table(rows, title="specwatch results").splitlines(), *notes]
 
 
-def note_lines(session: Session) -> list[str]:
-    """One line per finding that failed, and warnings about how the session measured."""
+def note_lines(findings: Iterable[Any], measurements: Mapping[tuple[str, str], Any],
+               missing_baselines: list[str]) -> list[str]:
+    """One line per finding that failed, and warnings about how the run measured."""
     lines: list[str] = []
-    for f in session.findings:
+    for f in findings:
         if not f.ok:
             lines.append(f"[{f.check}] {f.profile}: {f.summary.splitlines()[0]}")
-    for (profile, workload), m in sorted(session.measurements.items()):
+    for (profile, workload), m in sorted(measurements.items()):
         if m.client_overhead > CLIENT_OVERHEAD_LIMIT:
             lines.append(f"warning: the client's own parsing took {m.client_overhead:.1%} of a run of {profile} "
                          f"{workload} (limit {CLIENT_OVERHEAD_LIMIT:.0%}): its numbers include client time")
-    if session.missing_baselines:
-        lines.append(f"MISSING BASELINE: {len(session.missing_baselines)} drift test(s) compared against nothing "
+    if missing_baselines:
+        lines.append(f"MISSING BASELINE: {len(missing_baselines)} drift test(s) compared against nothing "
                      f"(record with --update-baselines; --specwatch-require-baseline makes this a failure):")
-        lines += [f"  {m}" for m in session.missing_baselines]
-    shared = [k for k, m in session.measurements.items() if m.shared_host]
+        lines += [f"  {m}" for m in missing_baselines]
+    shared = [k for k, m in measurements.items() if m.shared_host]
     if shared:
         lines.append(f"note: {len(shared)} measurement(s) ran while other xdist workers shared this host")
     return lines
 
 
-def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow], partial: str = "") -> list[Path]:
+def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Callable[[], str],
+            tolerance_for: Callable[[str], float], progress: Callable[[str], None], partial: str = "") -> list[Path]:
     """Write the run's files (under pytest-xdist, once, on the controller); returns their paths.
 
-    History records perf measurements only: a run with no perf test (``-m "not perf"``, whose
-    correctness checks also measure) adds no entry; an interrupted or partly failed run is marked
-    ``partial`` in each result's extra, so change points can leave it out.
+    History records perf runs only (``perf_run``): a run with no perf test (``-m "not perf"``,
+    whose correctness checks also measure) adds no entry; an interrupted or partly failed run is
+    marked ``partial`` in each result's extra, so change points can leave it out.
+    ``tolerance_for(profile)``: the drift tolerance a new baseline of that profile must resolve.
     """
-    cfg = session.config
+    rs = record.results
+    rows = table_rows(record)
     if partial:
         for r in rs.results:
             r.extra["partial"] = partial
@@ -101,30 +99,28 @@ def persist(session: Session, rs: ResultSet, rows: list[report.ReportRow], parti
         written.append(rs.save(cfg.path(cfg.results)))
     written.append(report.write_benchmark_json(report_dir / "benchmark.json", rows,
                                                machine_info=rs.machine, commit_info={"id": rs.commit}))
-    perf_run = session.perf_tests_run > 0 or session.gathered.measured
     if cfg.history and perf_run:
-        from specwatch.store.history import History
+        from specwatch.store.history import is_url, open_history
 
-        path = cfg.path(cfg.history)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with History(path) as hist:
+        target = cfg.history if is_url(cfg.history) else cfg.path(cfg.history)
+        with open_history(target) as hist:
             hist.append(rs)
-        written.append(path)
+        if isinstance(target, Path):
+            written.append(target)
+        else:  # a database, not a file: named here, not among the files written
+            progress(f"specwatch wrote this run to the history {hist.where}")
     if cfg.update_baselines:
-        from specwatch.store.baseline import BaselineStore
+        from specwatch.store.baseline import BaselineStore, load_baseline
 
         written += BaselineStore(cfg.path(cfg.baseline_dir)).record_all(
-            rs, machine_class=session.machine_class(), keep_sessions=cfg.baseline_sessions)
+            rs, machine_class=machine_class(), keep_sessions=cfg.baseline_sessions)
         for warning in baseline_quality(rs):
-            session.progress(warning)
-        from specwatch.store.baseline import load_baseline
-
+            progress(warning)
         for path in written:
             if path.suffix == ".json" and path.parent.parent == cfg.path(cfg.baseline_dir):
                 base = load_baseline(path)
-                prof = session.profiles.servers.get(base.profile)
-                for note in base.resolution_notes((prof.tolerance if prof else None) or cfg.tolerance, cfg.alpha):
-                    session.progress(note)
+                for note in base.resolution_notes(tolerance_for(base.profile), cfg.alpha):
+                    progress(note)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         report.append_step_summary(report.markdown_summary(rows))
     return written

@@ -1,4 +1,4 @@
-"""What pytest-xdist workers measured, gathered on the controller into one run.
+"""The run record: what a run measured, and pytest-xdist workers' records gathered on the controller.
 
 Under ``pytest -n N`` every worker boots and measures its own servers. Each worker sends its
 results, verdict rows, notes and failure counts to the controller (xdist's ``workeroutput``), and
@@ -20,53 +20,66 @@ from specwatch.errors import UsageError
 from specwatch.report.table import ReportRow
 from specwatch.store.result import Result, ResultSet
 
-#: The key of the payload in xdist's ``workeroutput``.
+#: The key of a worker's record in xdist's ``workeroutput``.
 PAYLOAD_KEY = "specwatch"
-PAYLOAD_VERSION = 1
-
-
-def payload(results: ResultSet, rows: list[ReportRow], notes: list[str], infra_failures: int,
-            verdict_failures: int, worker: str | None) -> str:
-    """One worker's run as JSON text (xdist sends workeroutput through execnet: plain data only)."""
-    return json.dumps({
-        "version": PAYLOAD_VERSION, "worker": worker, "results": results.to_dict(),
-        "rows": [asdict(r) for r in rows], "notes": notes,
-        "infra_failures": infra_failures, "verdict_failures": verdict_failures,
-    })  # fmt: skip
+RECORD_VERSION = 1
 
 
 @dataclass
-class Gathered:
-    """The workers' runs merged so far."""
+class RunRecord:
+    """What one run (or one xdist worker) measured and concluded: the only way data leaves a run.
 
-    results: ResultSet | None = None
+    The session builds it, xdist carries a worker's to the controller (:meth:`to_json`), the
+    controller merges them (:meth:`merge`), and :func:`specwatch.run.summary.persist` writes it.
+    """
+
+    results: ResultSet = field(default_factory=ResultSet)
     rows: list[ReportRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     infra_failures: int = 0
     verdict_failures: int = 0
+    #: perf tests that ran to a verdict (history records perf runs only)
+    perf_tests: int = 0
+    #: the xdist workers merged into this record
     workers: list[str] = field(default_factory=list)
-
-    def add(self, text: str) -> None:
-        """Merge one worker's payload."""
-        data = json.loads(text)
-        if not isinstance(data, dict) or data.get("version") != PAYLOAD_VERSION:
-            raise UsageError(f"an xdist worker sent a specwatch payload this controller cannot read: "
-                             f"version {data.get('version') if isinstance(data, dict) else None!r}, "
-                             f"expected {PAYLOAD_VERSION}; run the same specwatch on the controller and workers")
-        self.workers.append(str(data.get("worker")))
-        self.results = merge_result_sets(self.results, ResultSet.from_dict(data["results"]))
-        self.rows += [_row(r) for r in data["rows"]]
-        self.notes += [n for n in data["notes"] if n not in self.notes]
-        self.infra_failures += int(data["infra_failures"])
-        self.verdict_failures += int(data["verdict_failures"])
-
-    def lost(self, worker: str, error: Any) -> None:
-        """A worker went down without a payload: say that its measurements are missing."""
-        self.notes.append(f"xdist worker {worker} went down ({error}); its measurements are not in this run's files")
 
     @property
     def measured(self) -> bool:
-        return bool(self.results and self.results.results) or bool(self.rows)
+        return bool(self.results.results) or bool(self.rows)
+
+    def to_json(self, worker: str | None = None) -> str:
+        """This record as JSON text (xdist sends workeroutput through execnet: plain data only)."""
+        return json.dumps({
+            "version": RECORD_VERSION, "worker": worker, "results": self.results.to_dict(),
+            "rows": [asdict(r) for r in self.rows], "notes": self.notes, "perf_tests": self.perf_tests,
+            "infra_failures": self.infra_failures, "verdict_failures": self.verdict_failures,
+        })  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRecord:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            raise UsageError(f"an xdist worker sent a specwatch record this controller cannot read: "
+                             f"version {data.get('version') if isinstance(data, dict) else None!r}, "
+                             f"expected {RECORD_VERSION}; run the same specwatch on the controller and workers")
+        return cls(results=ResultSet.from_dict(data["results"]), rows=[_row(r) for r in data["rows"]],
+                   notes=list(data["notes"]), infra_failures=int(data["infra_failures"]),
+                   verdict_failures=int(data["verdict_failures"]), perf_tests=int(data.get("perf_tests", 0)),
+                   workers=[str(data.get("worker"))])
+
+    def merge(self, other: RunRecord) -> None:
+        """Add ``other`` (one worker's record) to this one; a key both measured keeps every run."""
+        self.results = merge_result_sets(self.results if self.results.results else None, other.results)
+        self.rows += other.rows
+        self.notes += [n for n in other.notes if n not in self.notes]
+        self.infra_failures += other.infra_failures
+        self.verdict_failures += other.verdict_failures
+        self.perf_tests += other.perf_tests
+        self.workers += other.workers
+
+    def lost(self, worker: str, error: Any) -> None:
+        """A worker went down without a record: say that its measurements are missing."""
+        self.notes.append(f"xdist worker {worker} went down ({error}); its measurements are not in this run's files")
 
 
 def _row(data: dict[str, Any]) -> ReportRow:

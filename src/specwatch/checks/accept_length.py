@@ -1,0 +1,208 @@
+"""The accept-length check: every source of a measured workload, converted to the canonical value, must agree.
+
+Sources: the Decode-line windows, the ``/metrics`` counter deltas, ``/server_info``'s cumulative
+value, the requests' ``meta_info`` (exact). The definitions and conversions are
+:mod:`specwatch.judge.speculative`'s (it also owns "the accept length of a measurement");
+:func:`estimates` gathers the sources, :func:`evaluate` reconciles them (recorded data too),
+:func:`check` does both for a live measurement, :func:`explain_value` tells what a claimed number
+probably is. Each returns a :class:`~specwatch.judge.verdict.Verdict` named ``accept length``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.judge import speculative
+from specwatch.judge.verdict import Verdict
+from specwatch.profiles.profile import ServerProfile
+from specwatch.signals.logscan import DecodeRecord
+
+if TYPE_CHECKING:
+    from specwatch.load.measure import Measurement
+    from specwatch.server.pool import RunningServer
+    from specwatch.signals.promtext import Exposition
+
+__all__ = ["NAME", "WINDOW_SLACK", "check", "estimates", "evaluate", "explain_value", "num_steps"]
+
+NAME = "accept length"
+#: Population slack between Decode-line windows and whole requests (see evaluate).
+WINDOW_SLACK = 0.1
+
+
+def explain_value(value: float, num_steps: int | None = None, num_draft_tokens: int | None = None,
+                  profile: str = "", source: str = "accept length") -> Verdict:
+    """Is ``value`` a canonical accept length? Fails with what it probably is instead.
+
+    ``explain_value(0.92, 2, 3)`` fails with "0.92 < 1: looks like extra tokens per cycle;
+    canonical value 1.92 (if it is an accept rate instead: ...)".
+    """
+    probs = speculative.bounds_problems(value, num_steps, num_draft_tokens, name=source)
+    if probs:
+        msg = f"{source} {value:g} is not a canonical accept length: " + "; ".join(probs)
+        return Verdict.of(NAME, False, msg, "; ".join(probs), profile=profile)
+    top = f", ≤ num_steps+1 = {num_steps + 1}" if num_steps is not None else ""
+    return Verdict.of(NAME, True, f"{source} {value:g} is a plausible canonical accept length (≥ 1{top})",
+                      "within bounds", profile=profile)
+
+
+def num_steps(profile: ServerProfile, server_info: Mapping[str, Any]) -> int | None:
+    """The speculative num_steps of a server: its profile's, else what its /server_info says (None: not speculative)."""
+    if profile.speculative is not None:
+        return profile.speculative.num_steps
+    steps = server_info.get("speculative_num_steps")
+    return int(steps) if steps else None
+
+
+def _cumulative(info: Mapping[str, Any]) -> float | None:
+    states = info.get("internal_states") or [{}]
+    val = (states[0] if states else {}).get("avg_spec_accept_length", info.get("avg_spec_accept_length"))
+    return float(val) if val is not None else None
+
+
+def _request_problems(metas: Sequence[Mapping[str, Any]], num_steps: int) -> tuple[list[str], list[str]]:
+    """(problems, notes) per request: bounds, exact value against completion_tokens/verify_ct, histogram."""
+    problems: list[str] = []
+    notes: list[str] = []
+    for i, meta in enumerate(metas):
+        if meta.get("spec_verify_ct") is None:
+            continue
+        v = int(meta["spec_verify_ct"])
+        if v <= 0:
+            continue
+        try:
+            exact = speculative.from_request_meta(meta, num_steps, source=f"request {i} meta_info")
+        except speculative.CannotDeriveError as exc:
+            notes.append(f"request {i}: {exc}")
+            continue
+        problems += [f"request {i}: {p}" for p in speculative.bounds_problems(exact.value, num_steps)]
+        if meta.get("spec_num_correct_drafts") is not None:
+            c = int(meta["spec_num_correct_drafts"])
+            ratio = speculative.from_completion_ratio(int(meta["completion_tokens"]), v, num_steps)
+            rec = speculative.reconcile([exact, ratio])
+            if rec.disagreements:
+                problems.append(f"request {i}: exact {exact.value:.4f} outside completion_tokens/verify_ct's "
+                                f"interval [{ratio.low:.4f}, {ratio.high:.4f}]")
+            hist = meta.get("spec_correct_drafts_histogram")
+            if hist is not None:
+                problems += [f"request {i} histogram: {p}" for p in
+                             speculative.check_histogram([int(h) for h in hist], v, c, num_steps)]
+    return problems, notes
+
+
+def estimates(
+    *,
+    num_steps: int,
+    decode_records: Sequence[DecodeRecord] = (),
+    metrics_delta: Exposition | None = None,
+    metas: Sequence[Mapping[str, Any]] = (),
+    info_before: Mapping[str, Any] | None = None,
+    info_after: Mapping[str, Any] | None = None,
+    flushed_before: bool = False,
+) -> tuple[list[speculative.Estimate], list[str], list[str]]:
+    """(canonical estimates per source, problems, notes) from every accept-length source.
+
+    Sources: the Decode-line windows (their bs-weighted mean, each line rounded to 2 decimals:
+    :func:`speculative.from_windows`); the /metrics delta (Δgeneration_tokens / Δspec_verify_calls
+    with Δnum_requests); the cumulative /server_info value (the window itself when flushed before
+    it); the requests' meta_info summed (exact: :func:`speculative.from_requests`). Per request,
+    the histogram identities, the bounds and the agreement of the exact value with
+    completion_tokens/verify_ct's interval are problems when they fail.
+    """
+    ests: list[speculative.Estimate] = []
+    problems: list[str] = []
+    notes: list[str] = []
+    windows = [r for r in decode_records if r.accept_len is not None]
+    for r in windows:
+        problems += [f"Decode line {r.ts}: {p}" for p in speculative.bounds_problems(
+            r.accept_len, num_steps, name="log accept len")]  # type: ignore[arg-type]
+    logged = speculative.from_windows([(r.accept_len, r.running) for r in windows])  # type: ignore[misc]
+    if logged is not None:
+        ests.append(logged)
+    if metrics_delta is not None:
+        gen = metrics_delta.value("sglang:generation_tokens_total", default=0.0)
+        ver = metrics_delta.value("sglang:spec_verify_calls_total", default=0.0)
+        nreq = metrics_delta.value("sglang:num_requests_total", default=0.0) or float(len(metas))
+        try:
+            ests.append(speculative.from_metrics_delta(gen, ver, nreq, num_steps, source="/metrics delta"))
+        except speculative.CannotDeriveError as exc:
+            notes.append(f"/metrics delta: {exc}")
+    if info_after is not None:
+        try:
+            ests.append(speculative.window_from_cumulative(
+                _cumulative(info_before or {}), _cumulative(info_after), flushed_before=flushed_before,
+                source="/server_info avg_spec_accept_length"))
+        except speculative.CannotDeriveError as exc:
+            notes.append(f"/server_info: {exc}")
+    per_request, request_notes = _request_problems(metas, num_steps)
+    problems += per_request
+    notes += request_notes
+    exact = speculative.from_requests(metas)
+    if exact is not None:
+        ests.append(exact)
+    return ests, problems, notes
+
+
+def evaluate(
+    profile: str,
+    num_steps: int,
+    estimates: Sequence[speculative.Estimate],
+    problems: Sequence[str] = (),
+    notes: Sequence[str] = (),
+    slack: float = WINDOW_SLACK,
+    claimed: float | None = None,
+    num_draft_tokens: int | None = None,
+) -> Verdict:
+    """Reconcile the estimates (widened by ``slack``: Decode-line windows cover the verify cycles
+    of the log windows, not exactly the finished requests) plus a ``claimed`` value if given."""
+    ests = list(estimates)
+    extra: list[str] = []
+    if claimed is not None:
+        ests.append(speculative.from_window(claimed, rounded=False, source="claimed value"))
+        why = explain_value(claimed, num_steps, num_draft_tokens, profile, "claimed value")
+        if why.failed:
+            extra.append(why.reason)
+    if not ests and not problems:
+        return Verdict.of(NAME, None, "no accept-length source answered",
+                          "no accept-length source answered: " + "; ".join(notes), profile=profile)
+    rec = speculative.reconcile(ests, num_steps=num_steps, slack=slack)
+    lines = [rec.message()]
+    lines += [f"  problem: {p}" for p in problems]
+    lines += [f"  explanation: {e}" for e in extra]
+    lines += [f"  note: {n}" for n in notes]
+    message = "\n".join(lines)
+    if problems or not rec.agree:
+        reasons = list(extra) + list(rec.out_of_bounds) + [
+            f"{a} vs {b} apart by {gap:.4f}" for a, b, gap in rec.disagreements] + list(problems)
+        return Verdict.of(NAME, False, message, "; ".join(dict.fromkeys(reasons)), profile=profile, details=rec)
+    mid = statistics.median(e.value for e in ests)  # the middle of the agreeing sources, for the one-line reason
+    return Verdict.of(NAME, True, message, f"{len(ests)} sources agree on {mid:.3f} (≤ num_steps+1 = {num_steps + 1})",
+                      profile=profile, details=rec)
+
+
+def check(
+    log: VerdictLog | None,
+    server: RunningServer,
+    measurement: Measurement,
+    slack: float = WINDOW_SLACK,
+    claimed: float | None = None,
+) -> Verdict:
+    """Reconcile every accept-length source of one measured workload (and a ``claimed`` value).
+
+    A pass or fail is kept in ``log`` (None: kept nowhere).
+    """
+    prof = server.profile
+    info = measurement.server_info_after or {}
+    steps = num_steps(prof, info)
+    if steps is None:
+        return Verdict.skip(NAME, "not a speculative server: no accept length", prof.name)
+    ests, problems, notes = estimates(
+        num_steps=steps, decode_records=measurement.decode_records, metrics_delta=measurement.metrics_delta,
+        metas=[g.meta_info for g in measurement.generations], info_before=measurement.server_info_before,
+        info_after=info, flushed_before=measurement.workload.flush_after_warmup)
+    if server.log_path is None:
+        notes.append("no log file (--server-url): Decode-line windows not read")
+    ndt = prof.speculative.draft_tokens if prof.speculative else None
+    return record(log, evaluate(prof.name, steps, ests, problems, notes, slack, claimed, ndt))

@@ -1,0 +1,258 @@
+"""The A/B measurement: two sides in alternating rounds, judged on the rounds' ratios.
+
+The one round loop of ``specwatch ab`` and of every ``bisect``/``bisect-patches`` step. Round r
+measures both sides (A B, then B A, ...), each a fresh pytest run (:func:`specwatch.revisions.step.measure`,
+so a fresh boot of the server), so a machine that drifts drifts on both sides. After
+``rounds`` rounds the keys are judged (:func:`judge`); while a key is unsure, one more round is
+measured, up to ``max_rounds``. A side that cannot be measured (a measurement whose verdict is
+skip, or a results file without samples) stops the loop: the caller decides what that means.
+
+Each alternating round is one pair: the runs inside a boot share that boot's luck, so the rounds,
+not the runs, are the independent samples.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from specwatch.errors import UsageError
+from specwatch.judge import stats
+from specwatch.revisions.memo import SKIP, Memo, RevisionRun
+from specwatch.revisions.step import MeasureConfig, measure, samples_of
+
+#: what is judged unless told otherwise: the throughput the drift gates judge
+DEFAULT_METRICS = ("output_tok_s", "decode_tok_s")
+DEFAULT_ALPHA = 0.01
+#: the verdict of one key, and of a whole A/B
+NO_REGRESSION, REGRESSION, UNSURE = "no_regression", "regression", "unsure"
+
+#: key -> (samples, unit, higher_is_better) of one results file
+Found = Mapping[str, tuple[list[float], str, bool]]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: where it is measured and what identifies it."""
+
+    name: str  # "base"/"head" (ab), "good"/"step" or "base"/"step" (bisect)
+    label: str  # revision and subject, or profile file
+    checkout: Path
+    commit: str  # what --specwatch-commit records
+    ident: str  # memo ident stem
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """How many rounds, what is judged and at which tolerance; identical for every A/B of one command."""
+
+    rounds: int
+    max_rounds: int
+    tolerance: float
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    alpha: float = DEFAULT_ALPHA
+
+    @classmethod
+    def make(cls, rounds: int, max_rounds: int, tolerance: float, metrics: Sequence[str] | None = None,
+             alpha: float = DEFAULT_ALPHA) -> RoundSettings:
+        """Validated settings (a one-line UsageError otherwise)."""
+        if rounds < 2:
+            raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change)")
+        if max_rounds < rounds:
+            raise UsageError("--max-rounds must be at least --rounds")
+        if not 0 < tolerance < 1 or not 0 < alpha < 1:
+            raise UsageError("--tolerance and --alpha must be fractions in (0, 1)")
+        chosen = tuple(dict.fromkeys(metrics or DEFAULT_METRICS))
+        return cls(int(rounds), int(max_rounds), float(tolerance), chosen, float(alpha))
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["metrics"] = list(self.metrics)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RoundSettings:
+        return cls(**{**data, "metrics": tuple(data["metrics"])})
+
+    def anchor(self) -> str:
+        """What the fingerprint of a memo directory takes from these settings."""
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    def describe(self) -> str:
+        return (f"{self.rounds} alternating rounds (up to {self.max_rounds} while unsure), tolerance "
+                f"{self.tolerance:.1%}, metrics {', '.join(self.metrics)}")
+
+
+@dataclass
+class KeyVerdict:
+    """The A/B verdict of one result key, from its per-round ratios (see :func:`decide`)."""
+
+    key: str
+    unit: str
+    higher_is_better: bool
+    base_median: float
+    head_median: float
+    n: int
+    rounds: stats.PairedRounds
+    round_ratios: list[float]
+    verdict: str
+    message: str
+    tolerance: float
+
+
+def overall(keys: Sequence[KeyVerdict]) -> str:
+    """One verdict for all keys: any regression is one; nothing judged or any key unsure is unsure."""
+    verdicts = {k.verdict for k in keys}
+    if REGRESSION in verdicts:
+        return REGRESSION
+    if UNSURE in verdicts or not keys:
+        return UNSURE
+    return NO_REGRESSION
+
+
+@dataclass
+class Rounds:
+    """What :func:`alternate` measured and judged."""
+
+    keys: list[KeyVerdict]
+    rounds: int  # rounds completed
+    measurements: list[RevisionRun] = field(default_factory=list)
+    last: dict[str, RevisionRun] = field(default_factory=dict)  # side name -> its last usable measurement
+    failed: RevisionRun | None = None  # the measurement the loop stopped at: its side could not be measured
+    failed_side: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        return overall(self.keys)
+
+    @property
+    def why_failed(self) -> str:
+        """Why the side of ``failed`` could not be measured ('' when none failed)."""
+        if self.failed is None:
+            return ""
+        return self.failed.reason if self.failed.verdict == SKIP else "no samples in its results file"
+
+
+def decide(rounds: stats.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:
+    """(verdict, reason) of paired rounds: regression when head is significantly slower (one-sided
+    p < alpha) and worse than the tolerance; no regression when the one-sided 1 - alpha bound rules
+    out a slowdown beyond the tolerance; else unsure."""
+    # oriented so that > 1 is better
+    ratio, low = (rounds.ratio, rounds.low) if higher_is_better else (1 / rounds.ratio, 1 / rounds.high)
+    change = f"{(ratio - 1) * 100:+.1f}%"
+    # the question is directional (is head slower?): one-sided p, in the worse direction only
+    p_worse = rounds.p / 2 if ratio < 1 else 1 - rounds.p / 2
+    if p_worse < alpha and ratio < 1 - tolerance:
+        return REGRESSION, f"{change} is worse than the {tolerance:.1%} tolerance (one-sided p={p_worse:.2g})"
+    if low > 1 - tolerance:
+        return NO_REGRESSION, f"{change}; the CI rules out a slowdown beyond {tolerance:.1%}"
+    return UNSURE, (f"{change}: {rounds.rounds} rounds that disagree by {rounds.spread:.1%} can neither show nor "
+                    f"rule out a slowdown beyond {tolerance:.1%}")
+
+
+def judge(
+    base_rounds: Sequence[Found],
+    head_rounds: Sequence[Found],
+    *,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    tolerance: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
+) -> list[KeyVerdict]:
+    """Pure: verdicts of the keys (of ``metrics``) present in every round of both sides."""
+    keys = set.intersection(*(set(r) for r in [*base_rounds, *head_rounds])) if base_rounds and head_rounds else set()
+    chosen = sorted(k for k in keys if k.rsplit("/", 1)[-1] in metrics)
+    out = []
+    for key in chosen:
+        unit, higher = base_rounds[0][key][1], base_rounds[0][key][2]
+        pairs = [(statistics.median(b[key][0]), statistics.median(h[key][0]))
+                 for b, h in zip(base_rounds, head_rounds, strict=False)]
+        ratios = [h / b for b, h in pairs if b > 0 and h > 0]
+        if len(ratios) < 2:
+            continue
+        summary = stats.paired_rounds(ratios, confidence=1 - 2 * alpha)
+        verdict, why = decide(summary, higher, tolerance, alpha)
+        base_all = [x for r in base_rounds for x in r[key][0]]
+        head_all = [x for r in head_rounds for x in r[key][0]]
+        message = (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over "
+                   f"{summary.rounds} rounds, round-to-round spread {summary.spread:.1%}")
+        out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
+                              len(head_all), summary, ratios, verdict, message, tolerance))
+    return out
+
+
+def side_config(cfg: MeasureConfig, side: Side, history: Path) -> MeasureConfig:
+    """The measurement settings of one side: ``{checkout}`` replaced, its own history file."""
+    return replace(
+        cfg,
+        pytest_args=(*(a.replace("{checkout}", str(side.checkout)) for a in cfg.pytest_args), *side.extra_args,
+                     f"--specwatch-history={history}"),
+        setup=cfg.setup.replace("{checkout}", str(side.checkout)) if cfg.setup else None,
+    )
+
+
+def headline(found: Found, metrics: Sequence[str]) -> str:
+    """The judged keys' medians of one measurement, for a progress line."""
+    parts = [f"{k} {statistics.median(v[0]):.4g} {v[1]}" for k, v in sorted(found.items())
+             if k.rsplit("/", 1)[-1] in metrics]
+    return "; ".join(parts[:3]) or "no key of the judged metrics"
+
+
+def alternate(
+    base: Side,
+    head: Side,
+    *,
+    cfg: MeasureConfig,
+    memo: Memo,
+    session: str,
+    settings: RoundSettings,
+    ident: Callable[[Side, int], str],
+    head_first: bool,
+    lead: str,
+    out: TextIO,
+    settle_every_key: bool = False,
+) -> Rounds:
+    """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
+
+    ``ident(side, r)`` names round r's measurement of a side in the memo. ``head_first``: round 1
+    measures head first (a revision that does not build then costs no measurement of the other).
+    ``lead`` starts every progress line. ``settle_every_key``: measure more rounds while any key is
+    unsure, not only while the overall verdict is (``ab`` reports every key). The rounds' pytest
+    runs record into a history file of the memo, never the user's. Stops early, with ``failed``
+    set, at a side that cannot be measured, and with no keys when the two sides share no key of
+    the judged metrics.
+    """
+    history = memo.root / f"history-{session}.sqlite"
+    taken: dict[str, list[Found]] = {base.name: [], head.name: []}
+    result = Rounds([], 0)
+    while result.rounds < settings.max_rounds:
+        n = result.rounds + 1
+        order = (head, base) if (n % 2 == 1) == head_first else (base, head)
+        for side in order:
+            m = measure(side.checkout, side_config(cfg, side, history), memo, ident(side, n), side.label,
+                        reference=None, commit=side.commit, session=session)
+            result.measurements.append(m)
+            found = samples_of(m.results) if m.verdict != SKIP else {}
+            if not found:
+                result.failed, result.failed_side = m, side.name
+                return result
+            taken[side.name].append(found)
+            result.last[side.name] = m
+            print(f"{lead} round {n} {side.name}: {headline(found, settings.metrics)} ({m.seconds:.1f} s)",
+                  file=out, flush=True)
+        result.rounds = n
+        if n < settings.rounds:
+            continue
+        result.keys = judge(taken[base.name], taken[head.name], metrics=settings.metrics,
+                            tolerance=settings.tolerance, alpha=settings.alpha)
+        settled = [k.verdict != UNSURE for k in result.keys]
+        if not result.keys or (all(settled) if settle_every_key else result.verdict != UNSURE):
+            return result
+        if n < settings.max_rounds:
+            unsure = ", ".join(k.key for k in result.keys if k.verdict == UNSURE)
+            print(f"{lead} unsure after {n} rounds ({unsure}): one more round", file=out, flush=True)
+    return result

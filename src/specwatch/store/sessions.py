@@ -1,0 +1,78 @@
+"""Recorded sessions per result key, read for the drift replays (``specwatch baseline check``, ``sensitivity``).
+
+A stored baseline keeps the samples of each recording session per metric; a results file is one
+session of every key it holds. Both are read by their versioned loaders
+(:func:`specwatch.store.baseline.load_baseline`, :meth:`specwatch.store.result.ResultSet.load`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specwatch.errors import UsageError
+from specwatch.store.baseline import Baseline, BaselineStore, load_baseline
+from specwatch.store.result import ResultSet, make_key
+
+
+@dataclass
+class KeySessions:
+    """The sessions of one result key: samples per session and where each came from."""
+
+    key: str  # <profile>/<workload>/<metric>
+    unit: str
+    higher_is_better: bool
+    sessions: list[list[float]] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # a file name, or the recording date and machine
+
+    @property
+    def metric(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+
+def baseline_sessions(path: str | os.PathLike[str]) -> tuple[Baseline, list[KeySessions]]:
+    """A baseline file and the recorded sessions of each of its metrics (sorted by key)."""
+    base = load_baseline(path)
+    found = []
+    for _, m in sorted(base.metrics.items()):
+        kept = [s for s in m.sessions if s.get("samples")]
+        found.append(KeySessions(make_key(base.profile, m.workload, m.metric), m.unit, m.higher_is_better,
+                                 [[float(x) for x in s["samples"]] for s in kept],
+                                 [_recorded(s) for s in kept]))
+    return base, found
+
+
+def _recorded(session: dict) -> str:
+    """'2026-11-29 20:57 on 631fc92cbeb5': when (to the minute) and where a session was recorded."""
+    when = str(session.get("recorded") or "-")[:16].replace("T", " ")
+    return f"{when} on {session['host']}" if session.get("host") else when
+
+
+def class_spread(base: Baseline, workload: str, metric: str) -> tuple[float, str] | None:
+    """The session spread of the baseline's machine class, from the baseline folder it lies in
+    (``<folder>/<class>/<profile>.json``), as ``specwatch compare`` and the drift gate use it."""
+    if base.path is None or not base.machine_class:
+        return None
+    return BaselineStore(Path(base.path).resolve().parent.parent).class_spread(base.machine_class, workload, metric)
+
+
+def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
+    """Key -> its sessions, one per results file that holds samples of it (in the order given);
+    UsageError when two files disagree on a key's unit or direction."""
+    found: dict[str, KeySessions] = {}
+    for path in paths:
+        for r in ResultSet.load(path).results:
+            if not r.samples:
+                continue
+            ks = found.setdefault(r.key, KeySessions(r.key, r.unit, r.higher_is_better))
+            if (ks.unit, ks.higher_is_better) != (r.unit, r.higher_is_better):
+                raise UsageError(f"{path}: {r.key} is in {r.unit} (higher is better: {r.higher_is_better}), "
+                                 f"but in {ks.unit} ({ks.higher_is_better}) in {ks.labels[0]}")
+            ks.sessions.append([float(x) for x in r.samples])
+            ks.labels.append(str(path))
+    return found
+
+
+__all__ = ["KeySessions", "baseline_sessions", "class_spread", "results_sessions"]
