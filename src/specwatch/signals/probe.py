@@ -230,10 +230,8 @@ def render_sitecustomize(
 def _write(directory: str | os.PathLike[str], text: str) -> Path:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    path = d / "sitecustomize.py"
-    tmp = d / ".sitecustomize.py.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    path = d / "sitecustomize.py"  # a fresh folder of this run's server, read only after the write
+    path.write_text(text, encoding="utf-8")
     return path
 
 
