@@ -165,3 +165,16 @@ def test_plugin_import_pulls_in_nothing_heavy(module: str) -> None:
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"importing {module} imported {out.stdout.strip()}"
+
+
+def test_every_part_names_its_modules_in_all() -> None:
+    """Each part's ``__all__`` is its public map: every module of the part, nothing that is not one."""
+    for part in sorted(ALLOWED):
+        if part in ("refserver", "cli"):
+            continue  # a separate program; cli's public API is main()
+        init = SRC / part / "__init__.py"
+        tree = ast.parse(init.read_text())
+        names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                      and any(getattr(t, "id", None) == "__all__" for t in n.targets)), None)
+        modules = sorted(p.stem for p in (SRC / part).glob("*.py") if p.stem not in ("__init__", "__main__"))
+        assert names is not None and sorted(names) == modules, f"{part}/__init__.py __all__ should be {modules}"

@@ -18,6 +18,7 @@ Session); checks never import :mod:`specwatch.run`.
 __all__ = [
     "accept_length",
     "allreduce",
+    "allreduce_ranks",
     "envcheck",
     "environment",
     "graphcheck",

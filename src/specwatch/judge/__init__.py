@@ -1,4 +1,14 @@
-"""Judging: pure statistics, verdicts, change points and accept-length semantics.
-
-Imports nothing else of specwatch but ``specwatch.errors``.
+"""Judging, pure: statistics, drift and regression verdicts, change points, the accept-length definition,
+the one Verdict type of checks and gates. Imports nothing else of specwatch but ``specwatch.errors``.
 """
+
+__all__ = [
+    "changepoint",
+    "compare",
+    "diagnose",
+    "replay",
+    "speculative",
+    "stats",
+    "tuning",
+    "verdict",
+]

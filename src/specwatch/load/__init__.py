@@ -1,1 +1,9 @@
-"""Load: the HTTP client, workloads and measuring them on live servers."""
+"""Load: the HTTP client, greedy generation, workloads, and measuring them on live servers."""
+
+__all__ = [
+    "client",
+    "gpuclock",
+    "greedy",
+    "measure",
+    "workload",
+]

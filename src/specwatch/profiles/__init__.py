@@ -1,1 +1,10 @@
-"""Server profiles (TOML) and their schema: what to boot and how."""
+"""Server profiles (TOML): what to boot and how (``profile``), the schema (``tables``, ``schema``) and
+``loading`` (validation, defaults, roles). Imports nothing else of specwatch but ``specwatch.errors``.
+"""
+
+__all__ = [
+    "loading",
+    "profile",
+    "schema",
+    "tables",
+]

@@ -9,3 +9,14 @@
 - ``gitbisect``: ``specwatch bisect``, the ``git bisect run`` driver and its step executable;
 - ``patches``: ``specwatch bisect-patches``, cumulative patch prefixes.
 """
+
+__all__ = [
+    "ab",
+    "bisection",
+    "git",
+    "gitbisect",
+    "memo",
+    "patches",
+    "rounds",
+    "step",
+]

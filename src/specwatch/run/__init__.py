@@ -1,1 +1,16 @@
-"""The pytest face: plugin hooks, options, fixtures, the session, gates and the run's summary."""
+"""The pytest face: plugin hooks, activation (dormant until asked), options, fixtures, the session,
+ordering, gates, the run record and what a run leaves behind (``summary.persist``).
+"""
+
+__all__ = [
+    "activation",
+    "fixtures",
+    "gates",
+    "options",
+    "ordering",
+    "plugin",
+    "project",
+    "record",
+    "session",
+    "summary",
+]

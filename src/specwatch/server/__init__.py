@@ -1,1 +1,9 @@
-"""A server's lifecycle: launch, process group, readiness, pool, reaper, GPUs and the machine fingerprint."""
+"""A server's lifecycle: the launch (argv, environment), process group, readiness, pool, reaper, GPUs."""
+
+__all__ = [
+    "gpu",
+    "launch",
+    "pool",
+    "process",
+    "reaper",
+]

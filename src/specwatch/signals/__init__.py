@@ -1,1 +1,13 @@
-"""Parsing what a server shows from outside: SGLang log lines, Prometheus text, NCCL debug lines (pure)."""
+"""What a server shows from outside, parsed: SGLang log lines, Prometheus text, NCCL debug lines,
+process trees and their environments, the probe's records, ``CUDA_VISIBLE_DEVICES``. Imports nothing
+else of specwatch but ``specwatch.errors``.
+"""
+
+__all__ = [
+    "devices",
+    "logscan",
+    "ncclenv",
+    "probe",
+    "procenv",
+    "promtext",
+]

@@ -1,1 +1,15 @@
-"""What outlives a run: results files, baselines, history, atomic writes."""
+"""What outlives a run: results files, baselines, history (SQLite or PostgreSQL), the machine
+fingerprint, recorded sessions, and the one atomic writer.
+"""
+
+__all__ = [
+    "atomic",
+    "baseline",
+    "history",
+    "history_base",
+    "history_postgres",
+    "history_sqlite",
+    "machine",
+    "result",
+    "sessions",
+]
