@@ -1,4 +1,5 @@
-"""Where the specwatch package lives: the one owner of paths derived from ``__file__``."""
+"""Where the specwatch package lives (the one owner of paths derived from ``__file__``), and the
+default history path that the plugin, the CLI and the store share."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: the folder that holds the package (``src/`` in a checkout, ``site-packages`` when installed)
 IMPORT_ROOT = PACKAGE_DIR.parent
+#: where a run's history goes unless ``--specwatch-history`` / ``--history`` says otherwise
+DEFAULT_HISTORY = ".specwatch/history.sqlite"
 
 
 def with_specwatch_importable(pythonpath: str | None) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.cli.args import existing_file, folder, fraction, positive_int
 from specwatch.errors import EXIT_OK, UsageError
+from specwatch.run.options import DEFAULTS
 
 if TYPE_CHECKING:
     from specwatch.store.baseline import Baseline, BaselineStore
@@ -161,9 +162,9 @@ def register(sub: Any) -> None:
                    help="with --from-history: only this profile (repeatable; default: every profile)")
     p.add_argument("--last", type=positive_int, default=None,
                    help="with --from-history: keep the last N runs of each profile as sessions (default: all)")
-    p.add_argument("--baseline-dir", default="baselines")
+    p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
     p.add_argument("--machine-class", default=None)
-    p.add_argument("--tolerance", type=fraction, default=0.05,
+    p.add_argument("--tolerance", type=fraction, default=DEFAULTS["tolerance"],
                    help="the drift tolerance you want the baseline to resolve (warns when its sessions cannot)")
     p.add_argument("--keep-sessions", type=positive_int, default=None,
                    help="keep the samples of this many recording sessions, this one included (default 1: replace)")
@@ -171,5 +172,5 @@ def register(sub: Any) -> None:
                    help="record only this metric (repeatable; default: every metric)")
     p.set_defaults(func=_cmd_baseline_update)
     p = base.add_parser("show", help="list stored baselines")
-    p.add_argument("--baseline-dir", default="baselines")
+    p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
     p.set_defaults(func=_cmd_baseline_show)

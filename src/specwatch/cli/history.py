@@ -13,9 +13,10 @@ from typing import Any
 
 from specwatch.cli.args import existing_file, fraction
 from specwatch.errors import EXIT_OK, UsageError
+from specwatch.run.options import DEFAULTS
 
-#: where the history is unless --history says otherwise (specwatch.store.history.DEFAULT_PATH)
-DEFAULT_PATH = ".specwatch/history.sqlite"
+#: where the history is unless --history says otherwise
+DEFAULT_PATH = DEFAULTS["history"]
 
 
 def _history(args: argparse.Namespace, *, readonly: bool = True) -> Any:
@@ -139,7 +140,7 @@ def register(sub: Any) -> None:
                            metavar="HISTORY", help="the other history: SQLite file or postgresql:// URL; a run "
                            "already there is skipped, so copying again copies only what is new")
         else:
-            p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1)")
+            p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"], help="significance level, in (0, 1)")
             p.add_argument("--test", choices=("ttest", "permutation"), default="ttest",
                            help="significance of a split: Welch t-test as Apache Otava (default) or permutation")
         if name == "import":

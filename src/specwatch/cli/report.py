@@ -7,6 +7,7 @@ from typing import Any
 
 from specwatch.cli.args import folder, fraction, positive_int
 from specwatch.errors import EXIT_OK
+from specwatch.run.options import DEFAULTS
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -25,13 +26,13 @@ def register(sub: Any) -> None:
     """Add this module's subcommand to the ``specwatch`` parser."""
     p = sub.add_parser("report", help="the history as a static HTML site (no server needed)")
     p.add_argument("--html", required=True, metavar="DIR", help="the folder to write index.html and keys/ into")
-    p.add_argument("--history", default=".specwatch/history.sqlite",
+    p.add_argument("--history", default=DEFAULTS["history"],
                    help="SQLite file or postgresql://user@host/db URL (default .specwatch/history.sqlite)")
     p.add_argument("--machine-class", default=None, help="only this machine class (default: every one)")
-    p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1)")
+    p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"], help="significance level, in (0, 1)")
     p.add_argument("--test", choices=("ttest", "permutation"), default="ttest",
                    help="change points' significance test, as `specwatch history changes`")
-    p.add_argument("--tolerance", type=fraction, default=0.05,
+    p.add_argument("--tolerance", type=fraction, default=DEFAULTS["tolerance"],
                    help="the drift tolerance each run's verdict uses (default 0.05)")
     p.add_argument("--window", type=positive_int, default=5,
                    help="a run is judged against this many complete runs before it (default 5)")

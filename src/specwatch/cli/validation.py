@@ -22,6 +22,7 @@ from typing import Any
 from specwatch.cli.args import existing_file, fraction
 from specwatch.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from specwatch.report.table import fmt_change, fmt_num, fmt_verdict
+from specwatch.run.options import DEFAULTS
 
 #: what the replays judge unless told otherwise: the throughput the drift gates judge
 DEFAULT_METRICS = ("output_tok_s", "decode_tok_s")
@@ -103,9 +104,11 @@ def register_baseline_check(baseline_subparsers: Any) -> None:
     p.add_argument("baseline", type=existing_file, help="a baseline file (baselines/<class>/<profile>.json)")
     p.add_argument("--metric", action="append", default=None,
                    help=f"metric replayed, repeatable (default: the drift gates' {', '.join(DEFAULT_METRICS)})")
-    p.add_argument("--tolerance", type=fraction, default=0.05,
-                   help="the tolerance requested of the drift gate (default 0.05); 3 or more sessions set their own")
-    p.add_argument("--alpha", type=fraction, default=0.01, help="significance level, in (0, 1) (default 0.01)")
+    p.add_argument("--tolerance", type=fraction, default=DEFAULTS["tolerance"],
+                   help=f"the tolerance requested of the drift gate (default {DEFAULTS['tolerance']}); 3 or more "
+                        "sessions set their own")
+    p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"],
+                   help=f"significance level, in (0, 1) (default {DEFAULTS['alpha']})")
     p.set_defaults(func=_cmd_baseline_check)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.errors import UsageError
+from specwatch.paths import DEFAULT_HISTORY
 
 
 def _number(text: str, what: str) -> float:
@@ -143,7 +144,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("results", "write this run's results file (JSON) here"),
     Option("reference", "compare against this results file instead of stored baselines"),
     Option("history", "history to append results to: a SQLite file, or postgresql://user@host/db for one "
-           "history shared by many hosts", str, ".specwatch/history.sqlite"),
+           "history shared by many hosts", str, DEFAULT_HISTORY),
     Option("report_dir", "directory for reports, plots and server logs", str, "reports"),
     Option("machine_class", "override the detected machine class used for baselines"),
     Option("commit", "commit of the server under test (default: git HEAD of the working directory)"),

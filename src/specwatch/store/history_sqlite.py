@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.errors import UsageError
+from specwatch.paths import DEFAULT_HISTORY
 from specwatch.store.history_base import HistoryStore
 
-DEFAULT_PATH = Path(".specwatch") / "history.sqlite"
+DEFAULT_PATH = Path(DEFAULT_HISTORY)
 #: how long a writer waits for another one's lock, in seconds
 BUSY_TIMEOUT_S = 30.0
 
