@@ -103,10 +103,28 @@ def test_a_probe_past_its_timeout_is_killed_with_its_ranks() -> None:
     assert not _probe_processes()
 
 
+def test_a_hung_rank_is_reported_with_what_each_rank_printed_last() -> None:
+    """Issue 19: a hang used to say only "killed". Now each rank's last lines are in the message:
+    rank 1 never joins, rank 0 waits in init_process_group for it."""
+    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    with pytest.raises(InfraError) as exc:
+        run_probe(env, world=2, sizes=[1024], device="cpu", graphed=False, calls=2, samples=3, timeout_s=30,
+                  hang_rank=1)
+    text = str(exc.value)
+    assert "did not finish in 30 s; killed" in text
+    assert "rank 0: [rank 0] init_process_group gloo, world 2" in text
+    assert "rank 1: [rank 1] hanging before init_process_group" in text
+    deadline = time.monotonic() + 10
+    while _probe_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _probe_processes()
+
+
 def test_a_failing_probe_says_why() -> None:
     env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
-    with pytest.raises(InfraError, match=r"the all-reduce probe failed \(exit [1-9]"):
+    with pytest.raises(InfraError, match=r"the all-reduce probe failed \(exit [1-9]") as exc:
         run_probe(env, world=2, sizes=[1024], device="cpu", graphed=True, calls=2, samples=3, timeout_s=120)
+    assert "rank 0: [rank 0] init_process_group gloo" in str(exc.value)  # each rank's own lines, then why
 
 
 def test_cli_prints_the_table(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:

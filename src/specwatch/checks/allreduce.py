@@ -76,26 +76,30 @@ def probe_env(profile: ServerProfile, managed: set[str], base: Mapping[str, str]
 
 
 def run_probe(env: Mapping[str, str], *, world: int, sizes: Sequence[int], device: str, graphed: bool,
-              calls: int = 20, samples: int = 30, timeout_s: float = 180.0) -> ProbeRun:
+              calls: int = 20, samples: int = 30, timeout_s: float = 180.0, hang_rank: int = -1) -> ProbeRun:
     """Launch the ranks under ``env`` and read their timings; InfraError (the whole process group
-    killed) when they fail or outlive ``timeout_s``: an NCCL hang must not hang the run."""
+    killed) when they fail or outlive ``timeout_s``, saying what each rank printed last: an NCCL
+    hang must not hang the run, and must leave something to debug from. ``hang_rank``: a fault for
+    the tests, that rank never joins."""
     with tempfile.TemporaryDirectory(prefix="specwatch-allreduce-") as tmp:
         out = Path(tmp) / "times.json"
         argv = [sys.executable, "-m", "specwatch.checks.allreduce_ranks", "--world", str(world), "--device", device,
                 "--sizes", ",".join(str(s) for s in sizes), "--calls", str(calls), "--samples", str(samples),
-                "--out", str(out), *(["--graphed"] if graphed else [])]
+                "--out", str(out), "--log-dir", tmp, *(["--graphed"] if graphed else []),
+                *(["--hang-rank", str(hang_rank)] if hang_rank >= 0 else [])]
         proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         try:
             log, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             kill_process_group(proc, grace=0.0)
-            proc.communicate()
+            log, _ = proc.communicate()
             raise InfraError(f"the all-reduce probe ({world} ranks, {device}) did not finish in {timeout_s:g} s; "
-                             "killed (an NCCL hang or a rank that never joined)") from None
+                             f"killed (an NCCL hang or a rank that never joined). What each rank printed last:\n"
+                             f"{rank_tails(Path(tmp), world, log)}") from None
         if proc.returncode != 0 or not out.exists():
-            tail = "\n".join(log.strip().splitlines()[-15:])
-            raise InfraError(f"the all-reduce probe failed (exit {proc.returncode}):\n{tail}")
+            raise InfraError(f"the all-reduce probe failed (exit {proc.returncode}). What each rank printed last:\n"
+                             f"{rank_tails(Path(tmp), world, log)}")
         doc = json.loads(out.read_text())
     return ProbeRun({int(k): list(v) for k, v in doc["samples_us"].items()}, doc["backend"], bool(doc["graphed"]),
                     int(doc["world"]))
@@ -110,6 +114,21 @@ def launch_medians(runs: Sequence[ProbeRun]) -> dict[int, list[float]]:
         for size, xs in r.samples_us.items():
             out.setdefault(size, []).append(_median(xs))
     return out
+
+
+def rank_tails(log_dir: Path, world: int, launcher_output: str, lines: int = 4) -> str:
+    """The last ``lines`` lines each rank wrote to its ``rank-<r>.log`` (NCCL's own lines included),
+    and the launcher's own, indented: what a hang or a failure leaves to debug from."""
+    parts = []
+    for rank in range(world):
+        path = log_dir / f"rank-{rank}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+        parts.append(f"  rank {rank}: " + ("\n    ".join(tail) if tail else "(nothing: the rank never started)"))
+    launcher = [ln for ln in (launcher_output or "").splitlines() if ln.strip()][-lines * 2:]
+    if launcher:
+        parts.append("  launcher: " + "\n    ".join(launcher))
+    return "\n".join(parts)
 
 
 def tuning_effects(untuned: Sequence[ProbeRun], tuned: Sequence[ProbeRun], *, min_effect: float,

@@ -10,13 +10,19 @@ Graphed mode follows the recipe measured on the H200 pair (shared/ref/device-fac
 all-reduce on the default stream creates the communicator, three warm-up calls run on a side
 stream, then ``calls`` all-reduces are captured in one CUDA graph per size and replayed. No
 barrier between sizes (a probe that had one hung there).
+
+Each rank writes everything it prints, NCCL's own lines included (its stdout and stderr at the file
+descriptor level), to ``rank-<r>.log`` in ``--log-dir``, with a progress line before every step
+that can block; when the parent kills a hung probe it reports what each rank printed last.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,15 +37,36 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _log_to_file(rank: int, log_dir: str) -> None:
+    """Send this process's stdout and stderr (C level too, so NCCL's lines) to ``rank-<rank>.log``."""
+    fd = os.open(os.path.join(log_dir, f"rank-{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _say(rank: int, msg: str) -> None:
+    print(f"[rank {rank}] {msg}", flush=True)
+
+
 def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
+    if a.log_dir:
+        _log_to_file(rank, a.log_dir)
+    if rank == a.hang_rank:  # a fault for the tests: a rank that never joins
+        _say(rank, "hanging before init_process_group (--hang-rank)")
+        time.sleep(3600)
     import torch
     import torch.distributed as dist
 
     cuda = a.device == "cuda"
     if cuda:
         torch.cuda.set_device(rank)
+    _say(rank, f"init_process_group {'nccl' if cuda else 'gloo'}, world {a.world}, tcp://127.0.0.1:{port}")
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=a.world)
+    _say(rank, "joined; first all-reduce (creates the communicator)")
     dev = torch.device("cuda", rank) if cuda else torch.device("cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
 
@@ -50,6 +77,7 @@ def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
     dist.all_reduce(torch.zeros(1, device=dev))  # the communicator, on the default stream
     times: dict[str, list[float]] = {}
     for size in a.sizes:
+        _say(rank, f"size {size} B: {'warm-up on a side stream, then capture' if a.graphed else 'warm-up'}")
         x = torch.zeros(max(1, size // dtype.itemsize), dtype=dtype, device=dev)
         if a.graphed:
             side = torch.cuda.Stream()
@@ -77,6 +105,7 @@ def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
             sync()
             samples.append((time.perf_counter() - t0) / a.calls * 1e6)
         times[str(size)] = samples
+        _say(rank, f"size {size} B: {a.samples} samples done")
     if rank == 0:
         doc = {"version": FORMAT_VERSION, "backend": dist.get_backend(), "world": a.world, "graphed": a.graphed,
                "dtype": str(dtype).removeprefix("torch."), "calls": a.calls, "samples_us": times}
@@ -94,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--graphed", action="store_true")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--log-dir", default="", help="write each rank's output to rank-<r>.log here")
+    ap.add_argument("--hang-rank", type=int, default=-1, help=argparse.SUPPRESS)  # a fault for the tests
     a = ap.parse_args(argv)
     import torch.multiprocessing as mp
 
