@@ -12,10 +12,13 @@ from specwatch.server.pool import RunningServer
 pytestmark = pytest.mark.correctness
 
 
-def _steps(server: RunningServer) -> int:
+def _steps(server: RunningServer, info: dict | None = None) -> int:
+    """The server's num_steps: its profile's, else what the server resolved (a profile may leave it unset)."""
     spec = server.profile.speculative
     assert spec is not None, f"{server.profile.name} is the spec fixture but is not speculative"
-    return spec.num_steps
+    steps = accept_length.num_steps(server.profile, info or {})
+    assert steps is not None, f"{server.profile.name}: num_steps unset and unknown"
+    return steps
 
 
 def test_sources_reconcile_on_the_live_server(specwatch_session: Session, spec_server: RunningServer) -> None:
@@ -30,14 +33,14 @@ def test_sources_reconcile_on_the_live_server(specwatch_session: Session, spec_s
         # a pool server also offers its log windows and /server_info: every source took part
         assert any(s.startswith("Decode lines") for s in sources), result.message
         assert "/server_info avg_spec_accept_length" in sources, result.message
-    top = _steps(spec_server) + 1
+    top = _steps(spec_server, m.server_info_after) + 1
     for est in result.details.estimates:
         assert 1.0 <= est.value <= top, est.describe()
 
 
 def test_every_value_within_bounds(specwatch_session: Session, spec_server: RunningServer) -> None:
     m = specwatch_session.measure("spec")
-    steps = _steps(spec_server)
+    steps = _steps(spec_server, m.server_info_after)
     values = [r.accept_len for r in m.decode_records if r.accept_len is not None]
     values += [speculative.from_request_meta(g.meta_info, steps).value for g in m.generations]
     assert values
@@ -47,7 +50,7 @@ def test_every_value_within_bounds(specwatch_session: Session, spec_server: Runn
 
 def test_histogram_identities_per_request(specwatch_session: Session, spec_server: RunningServer) -> None:
     m = specwatch_session.measure("spec")
-    steps = _steps(spec_server)
+    steps = _steps(spec_server, m.server_info_after)
     metas = [g.meta_info for g in m.generations]
     with_hist = [mi for mi in metas if "spec_correct_drafts_histogram" in mi]
     if not with_hist:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from correctness.faultkit import baseline_measurement, fault_profile
 from specwatch.checks import verify_graphs
+from specwatch.load.measure import Measurement, measure
+from specwatch.load.workload import Workload
+from specwatch.profiles.profile import ServerProfile
 from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
 
@@ -57,3 +62,75 @@ def test_eager_verify_fault_is_reported(specwatch_session: Session, boot_and_mea
         assert "did not replay" in result.reason, result.message
     assert result.details.decided_by == "sglang:cuda_graph_passes_total"
     assert any(f.check == "verify graphs" and not f.ok for f in specwatch_session.findings_for(prof.name))
+
+
+# -- every batch size reached: the load outgrows the captured sizes (issue 16) -------------------------
+
+#: The fault row's load: 16 requests in flight.
+C16_WORKLOAD = Workload("concurrency-16-check", concurrency=16, runs=3, warmup=1, max_new_tokens=48)
+GPU_PROFILES = "fixtures/profiles/gpu-ref-small-graph-bs4.toml"
+
+
+def _row_profile(session: Session, name: str, suffix: str, **changes: object) -> ServerProfile:
+    """The profile set's own server ``name`` when it has one (GPU_PROFILES), else the spec server changed."""
+    if name in session.profiles.servers:
+        return session.profiles.servers[name]
+    if session.config.server_url:
+        pytest.skip("--server-url: the row's server cannot be booted")
+    return dataclasses.replace(session.profile_for("spec"), name=f"{session.profile_for('spec').name}+{suffix}",
+                               **changes)
+
+
+def _boot_c16(session: Session, fault_runs: dict, prof: ServerProfile) -> tuple[RunningServer, Measurement]:
+    key = f"{prof.name}@{C16_WORKLOAD.name}"
+    if key not in fault_runs:
+        server = session.server_for_profile(prof)
+        fault_runs[key] = (server, measure(server, C16_WORKLOAD, session.progress))
+    return fault_runs[key]
+
+
+def _cpu_skip(m: Measurement, what: str) -> None:
+    if _on_cpu(m):
+        pytest.skip(f"on CPU there are no CUDA graphs, so {what} needs a GPU: run this file with "
+                    f"--specwatch-profiles {GPU_PROFILES}")
+
+
+def test_batches_past_the_captured_sizes_fail_naming_the_capture_flag(specwatch_session: Session,
+                                                                      fault_runs: dict) -> None:
+    """Captured sizes 1-4, 16 requests in flight: batches of 5-16 verify eagerly, and the check says why."""
+    prof = _row_profile(specwatch_session, "eagle3-graph-bs4", "graph-bs4", cuda_graph_max_bs=4,
+                        max_running_requests=16)
+    server, m = _boot_c16(specwatch_session, fault_runs, prof)
+    decode_cfg = (m.server_info_after.get("cuda_graph_config") or {}).get("decode") or {}
+    assert decode_cfg.get("max_bs") == 4, decode_cfg  # the server took the capture limit
+    reached = max((r.running for r in m.decode_records), default=0)
+    assert reached > 4, f"the load never outgrew the captured sizes: batches of up to {reached}"
+    _cpu_skip(m, "the verdict on batches past the captured sizes")
+    assert m.server_info_after["internal_states"][0]["decode_cuda_graph_bs"] == [1, 2, 3, 4]
+    result = verify_graphs.check(specwatch_session, server, m, baseline_measurement(specwatch_session, m))
+    assert result.failed, result.message
+    assert result.reason.startswith("--cuda-graph-max-bs-decode 4 is below the running batch: batches of up to "
+                                    f"{reached} requests ran (--max-running-requests 16, load concurrency 16)"), \
+        result.message
+    assert "captured only up to bs=4" in result.reason and "raise --cuda-graph-max-bs-decode to at least 16" in \
+        result.reason, result.message
+    eager = {r.running for r in m.decode_records if not r.graph}
+    graphed = {r.running for r in m.decode_records if r.graph}
+    assert eager and min(eager) > 4 and all(b <= 4 for b in graphed), (eager, graphed)  # as SGLang: eager above 4
+
+
+def test_batches_within_the_captured_sizes_pass_at_concurrency_16(specwatch_session: Session,
+                                                                  fault_runs: dict) -> None:
+    """The same load on a server that captured every size it can run (up to 16): every verify graphed."""
+    prof = _row_profile(specwatch_session, "eagle3-c16", "c16", max_running_requests=16)
+    from specwatch.server.gpu import visible_gpus
+
+    if prof.device == "cpu" or (prof.device == "auto" and not visible_gpus()):
+        pytest.skip(f"{prof.name} runs on CPU, where there are no CUDA graphs: run this file with "
+                    f"--specwatch-profiles {GPU_PROFILES}")
+    server, m = _boot_c16(specwatch_session, fault_runs, prof)
+    _cpu_skip(m, "a healthy server at concurrency 16")
+    assert max(r.running for r in m.decode_records) > 4, "the load never grew the batch"
+    result = verify_graphs.check(specwatch_session, server, m, baseline_measurement(specwatch_session, m))
+    assert result.ok, result.message
+    assert "every batch within the captured sizes" in result.message, result.message

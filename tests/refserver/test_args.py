@@ -109,6 +109,23 @@ def test_capture_list_follows_sglang() -> None:
     assert resolve(["--speculative-algorithm", "EAGLE3"], cuda=True, mem=16.0).cuda_graph_bs == SPEC_48[:8]
 
 
+def test_capture_limit_flags_of_0_5_23() -> None:
+    """--cuda-graph-max-bs-decode 4 below --max-running-requests 16 captures 1-4 only (the fault row's
+    server); --cuda-graph-bs-decode lists the sizes, its largest becomes the limit (memory_hook.py)."""
+    a = resolve(["--speculative-algorithm", "EAGLE3", "--cuda-graph-max-bs-decode", "4",
+                 "--max-running-requests", "16"], cuda=True)
+    assert (a.cuda_graph_bs, a.max_running_requests) == ([1, 2, 3, 4], 16)
+    assert a.cuda_graph_config["decode"]["max_bs"] == 4
+    b = resolve(["--speculative-algorithm", "EAGLE3", "--cuda-graph-bs-decode", "1", "2", "4",
+                 "--max-running-requests", "16"], cuda=True)
+    assert (b.cuda_graph_bs, b.cuda_graph_max_bs_decode, b.cuda_graph_bs_decode) == ([1, 2, 4], 4, [1, 2, 4])
+    c = resolve(["--cuda-graph-bs-decode", "1", "64", "--max-running-requests", "16"], cuda=True)
+    assert c.cuda_graph_bs == [1, 16]  # cut to the request pool, which is added (base_cuda_graph_runner.py)
+    assert ra.capture_bs(False, 640, 640)[-4:] == [544, 576, 608, 640]  # 32 apart above 512
+    with pytest.raises(ra.ArgError, match="--cuda-graph-bs-decode"):
+        resolve(["--cuda-graph-bs-decode", "0", "4"], cuda=True)
+
+
 def test_graphs_disabled_on_cpu_and_by_flags(caplog: pytest.LogCaptureFixture) -> None:
     assert resolve(["--speculative-algorithm", "EAGLE3"]).cuda_graph_bs == []  # CPU
     assert resolve(["--cuda-graph-backend-decode", "disabled"], cuda=True).cuda_graph_bs == []
@@ -132,8 +149,7 @@ def test_drop_env_prefix_only_touches_the_worker_env() -> None:
 def test_shipped_reference_profiles_boot_commands_parse_and_name_known_presets() -> None:
     """Every reference-server profile under fixtures/profiles/ produces a command line the server
     accepts (resolved as on a GPU host) for a preset that exists and divides by its TP size."""
-    from specwatch.profile import load_profiles
-
+    from specwatch.profiles.loading import load_profiles
     from specwatch.refserver.preset import get_preset
 
     root = SRC.parent / "fixtures" / "profiles"

@@ -281,6 +281,30 @@ def test_cpu_runs_eager_and_capture_is_empty() -> None:
     assert eng.max_total_tokens == 8 * get_preset("ref-tiny").context_len
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU; on CPU every step runs eager")
+def test_batches_above_the_largest_captured_size_run_eager() -> None:
+    """As SGLang 0.5.23 (decode_cuda_graph_runner.py can_run_graph: bs <= max captured): captured
+    sizes 1-4 and 16 requests: verify batches of 5-16 run eager, those of 1-4 replay a graph, and the
+    tokens are the same as with every size captured."""
+    def run(bs: tuple[int, ...]) -> tuple[dict[str, list[int]], list]:
+        eng = Engine(EngineConfig(preset="ref-tiny", device="cuda", dtype="float32", spec_algorithm="EAGLE",
+                                  num_steps=2, max_running_requests=16, cuda_graph_bs=bs))
+        infos = eng.capture()
+        assert {i.kind: i.bs for i in infos} == {"verify": list(bs), "decode": list(bs)}
+        for i in range(16):
+            eng.add_request(RequestSpec(f"r{i}", TOK.encode(PROMPTS[i % len(PROMPTS)] + str(i)), 24 + i,
+                                        ignore_eos=True))
+        toks, _, outs = drain(eng)
+        return toks, [o for o in outs if o.mode == "decode"]
+
+    toks, steps = run((1, 2, 3, 4))
+    assert {o.bs for o in steps if o.bs > 4} and {o.bs for o in steps if o.bs <= 4}  # both kinds of batch ran
+    assert all(o.can_run_cuda_graph == (o.bs <= 4) for o in steps), [(o.bs, o.can_run_cuda_graph) for o in steps]
+    all_toks, all_steps = run(tuple(range(1, 17)))
+    assert all(o.can_run_cuda_graph for o in all_steps)
+    assert toks == all_toks
+
+
 # ---- determinism and sampling --------------------------------------------------------------------
 def test_same_seed_same_output_across_instances() -> None:
     def sampled(seed: int, steps: int) -> dict[str, list[int]]:

@@ -120,6 +120,35 @@ def test_fingerprint_mismatch_warning_lists_differences(tmp_path):
     assert "torch: '2.9.1' → '2.10.0'" in warn
 
 
+def test_baseline_on_another_engine_version_warns_first(tmp_path):
+    """Baselines must not silently span SGLang upgrades: the engine's version is warned about on its own."""
+    store = BaselineStore(tmp_path)
+    sglang = {**FP, "engine": "sglang", "engine_version": "0.5.22", "engine_commit": "a" * 40}
+    store.record("h200x2-nvlink", "eagle3", sglang, "good", results())
+    base = store.load("h200x2-nvlink", "eagle3")
+    assert base.machine["engine_version"] == "0.5.22" and base.machine["engine_commit"] == "a" * 40  # kept
+    assert base.fingerprint_warning(dict(sglang)) is None
+    warn = base.fingerprint_warning({**sglang, "engine_version": "0.5.23", "engine_commit": "b" * 40})
+    assert warn.splitlines()[0].startswith("baseline h200x2-nvlink/eagle3")
+    assert ("was recorded on another engine version: sglang 0.5.22 (commit aaaaaaaaaaaa) → sglang 0.5.23 "
+            "(commit bbbbbbbbbbbb)") in warn
+    assert "different machine" not in warn  # the engine is not listed again as a machine difference
+    both = base.fingerprint_warning({**sglang, "engine_version": "0.5.23", "driver": "575.57.08"})
+    assert both.index("another engine version") < both.index("different machine") and "driver" in both
+    # same version, another commit of a source checkout: another engine too
+    assert "another engine version" in base.fingerprint_warning({**sglang, "engine_commit": "c" * 40})
+    assert base.fingerprint_warning({**sglang, "engine_version": None}) is None  # this run cannot tell
+    # the reference server's commit is specwatch's own: a new commit alone is not another engine
+    ref = {**FP, "engine": "reference", "engine_version": "0.1.0", "engine_commit": "a" * 40}
+    other = BaselineStore(tmp_path / "other")
+    other.record("h200x2-nvlink", "baseline", ref, "good", results())
+    assert other.load("h200x2-nvlink", "baseline").fingerprint_warning({**ref, "engine_commit": "d" * 40}) is None
+    # an older baseline that recorded no version says so
+    other.record("h200x2-nvlink", "eagle3", {**FP, "engine": "sglang", "engine_version": None}, "good", results())
+    old = other.load("h200x2-nvlink", "eagle3").fingerprint_warning({**sglang, "engine_version": "0.5.23"})
+    assert "sglang version not recorded → sglang 0.5.23" in old
+
+
 def test_newer_baseline_version_rejected(tmp_path):
     store = BaselineStore(tmp_path)
     path = store.record("cpu-2core", "baseline", FP, None, results())
@@ -256,6 +285,34 @@ def test_the_drift_gates_reference_takes_this_machines_sessions_or_says_there_ar
     ref = session.reference_samples("large-eagle3-tuned", "single-stream", "decode_tok_s")
     assert not isinstance(ref, str)
     assert len(ref.sessions) == 6 and ref.note.startswith("none of its 6 sessions was recorded on this machine")
+
+
+def test_session_fingerprint_records_the_engines_version_and_commit() -> None:
+    """Results, baselines and history take the session's fingerprint: the engine's version (the
+    package in the server's Python, then what /server_info says) and its source commit."""
+    import importlib.metadata
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    import specwatch
+    from specwatch.profiles.loading import parse_profiles
+    from specwatch.run.options import Config
+    from specwatch.run.session import Session
+
+    ref = Session(Config(), progress=lambda m: None, _profiles=parse_profiles({"server": [{"name": "a"}]}))
+    fp = ref.fingerprint()
+    assert fp["engine"] == "reference"
+    assert fp["engine_version"] == importlib.metadata.version("specwatch")
+    src = Path(specwatch.__file__).parent
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert fp["engine_commit"] == (head if len(head) == 40 else None)
+    sg = Session(Config(), progress=lambda m: None, _profiles=parse_profiles(
+        {"server": [{"name": "s", "engine": "sglang", "model": "m", "launcher": "python -m sglang.launch_server",
+                     "python": sys.executable}]}))
+    assert sg.fingerprint()["engine"] == "sglang"
+    sg.measurements[("s", "single-stream")] = SimpleNamespace(profile="s", server_info_after={"version": "0.5.23"})
+    assert sg.fingerprint()["engine_version"] == "0.5.23"  # what the server said it is
 
 
 ROOT = Path(__file__).resolve().parents[2]

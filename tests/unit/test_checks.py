@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.checks import accept_length, environment, lossless_live, verify_graphs
+from specwatch.checks import accept_length, environment, graphcheck, lossless_live, verify_graphs
 from specwatch.checks.verdictlog import record
 from specwatch.judge.verdict import Status
 from specwatch.profiles.profile import TUNED_NCCL, ServerProfile, Speculative
@@ -121,6 +121,104 @@ def test_eager_verify_names_the_cause() -> None:
     assert nothing.skipped and "no signal" in nothing.reason
 
 
+def _graph_log(captured: str, batches: list[tuple[int, bool]]) -> tuple[list[CaptureRecord], list[DecodeRecord]]:
+    """Capture and Decode records parsed from SGLang 0.5.23-format log text (one line per batch)."""
+    lines = [
+        "[2026-11-30 10:00:00 TP0] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=3, "
+        "avail mem=120.00 GB",
+        f"[2026-11-30 10:00:01 TP0] Capture target verify CUDA graph end. bs=[{captured}], elapsed=0.50 s, "
+        "mem usage=0.10 GB, avail mem=119.90 GB.",
+    ]
+    lines += [f"[2026-11-30 10:00:{10 + i:02d} TP0] Decode batch, #running-req: {bs}, #token: {bs * 40}, token usage: "
+              f"0.01, accept len: 2.10, accept rate: 0.55, cuda graph: {graph}, gen throughput (token/s): 900.00, "
+              "#queue-req: 0" for i, (bs, graph) in enumerate(batches)]
+    recs = logscan.parse_lines(lines)
+    return ([r for r in recs if isinstance(r, CaptureRecord)], [r for r in recs if isinstance(r, DecodeRecord)])
+
+
+#: the fault row's server: captured sizes 1-4, up to 16 running (--max-running-requests 16)
+BS4_INFO = {"max_running_requests": 16, "cuda_graph_max_bs_decode": 4, "cuda_graph_bs_decode": None,
+            "cuda_graph_config": {"decode": {"backend": "full", "max_bs": 4, "bs": [1, 2, 3, 4]}}}
+
+
+def test_batches_past_the_captured_sizes_name_the_capture_limit_flag() -> None:
+    """The fault row on synthetic lines: captured 1-4, load at concurrency 16, batches of 16 verify eagerly."""
+    captures, decodes = _graph_log("1, 2, 3, 4", [(2, True), (4, True), (9, False), (16, False), (16, False)])
+    result = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 12.0, "decode_none": 38.0},
+                                    decode_records=decodes, captures=captures, server_info=BS4_INFO,
+                                    batch_sizes=[r.running for r in decodes], concurrency=16)
+    assert result.failed and result.details.decided_by == "sglang:cuda_graph_passes_total"
+    assert result.reason.startswith("--cuda-graph-max-bs-decode 4 is below the running batch: batches of up to 16 "
+                                    "requests ran (--max-running-requests 16, load concurrency 16)"), result.reason
+    assert "captured only up to bs=4 (bs 1-4)" in result.reason
+    assert "raise --cuda-graph-max-bs-decode to at least 16 or lower --max-running-requests to 4" in result.reason
+    assert "batches: Decode lines ran graphed at bs 2, 4 and eager at bs 9, 16; bs 9, 16 above the largest " \
+           "captured bs=4" in result.message
+    # without /metrics the Decode lines decide, and name the same cause
+    logged = verify_graphs.evaluate("p", counters=None, decode_records=decodes, captures=captures,
+                                    server_info=BS4_INFO, batch_sizes=[r.running for r in decodes], concurrency=16)
+    assert logged.failed and logged.details.decided_by == "Decode batch lines" and logged.reason == result.reason
+
+
+def test_batches_within_the_captured_sizes_pass() -> None:
+    """A healthy server at concurrency 16: every batch it ran was captured, every verify graphed."""
+    captures, decodes = _graph_log(", ".join(map(str, [*range(1, 9), *range(10, 17, 2)])),
+                                   [(1, True), (7, True), (15, True), (16, True)])
+    info = {**BS4_INFO, "cuda_graph_max_bs_decode": None}
+    result = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 50.0, "decode_none": 0.0},
+                                    decode_records=decodes, captures=captures, server_info=info,
+                                    batch_sizes=[r.running for r in decodes], concurrency=16)
+    assert result.ok, result.message
+    assert "every batch within the captured sizes (largest bs=16)" in result.message
+    assert graphcheck.batch_use(decodes) == [graphcheck.BatchUse(1, 1, 0), graphcheck.BatchUse(7, 1, 0),
+                                              graphcheck.BatchUse(15, 1, 0), graphcheck.BatchUse(16, 1, 0)]
+
+
+def test_capture_limit_cause_names_the_flag_the_server_used() -> None:
+    captures, decodes = _graph_log("1, 2, 4", [(12, False)])
+    listed = {**BS4_INFO, "cuda_graph_max_bs_decode": None, "cuda_graph_bs_decode": [1, 2, 4]}
+    by_list = verify_graphs.evaluate("p", counters=None, decode_records=decodes, captures=captures,
+                                     server_info=listed, batch_sizes=[12], concurrency=12)
+    assert by_list.reason.startswith("--cuda-graph-bs-decode 1 2 4 is below the running batch"), by_list.reason
+    assert "raise --cuda-graph-bs-decode to at least 12" in by_list.reason
+    # unset: SGLang's memory-based default; with --max-running-requests unset, the scheduler's value
+    default = {"cuda_graph_config": {"decode": {"max_bs": 4}}, "max_running_requests": None,
+               "internal_states": [{"effective_max_running_requests_per_dp": 48}]}
+    by_default = verify_graphs.evaluate("p", counters=None, decode_records=decodes, captures=captures,
+                                        server_info=default, batch_sizes=[12], concurrency=64)
+    assert by_default.reason.startswith("--cuda-graph-max-bs-decode (unset: SGLang's default, from GPU memory, "
+                                        "gave 4) is below the running batch"), by_default.reason
+    assert "(--max-running-requests 48, load concurrency 64)" in by_default.reason
+    assert "at least 48" in by_default.reason  # the batch can grow to min(48, 64)
+
+
+def test_eager_verify_without_a_telling_decode_line_infers_from_the_concurrency() -> None:
+    """The counters saw eager verifies, the sampled Decode lines did not: the load could outgrow bs 4."""
+    captures, decodes = _graph_log("1, 2, 3, 4", [(3, True)])
+    result = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 5.0, "decode_none": 20.0},
+                                    decode_records=decodes, captures=captures, server_info=BS4_INFO,
+                                    batch_sizes=[3], concurrency=16)
+    assert result.failed
+    assert result.reason.startswith("no Decode line says which batches verified eagerly; --cuda-graph-max-bs-decode "
+                                    "4 is below the running batch: batches of up to 16 requests could run")
+    # at concurrency 4 nothing outgrew the captured sizes: another cause
+    within = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 5.0, "decode_none": 20.0},
+                                    decode_records=decodes, captures=captures, server_info=BS4_INFO,
+                                    batch_sizes=[3], concurrency=4)
+    assert "captured for these batch sizes but did not replay" in within.reason
+
+
+def test_eager_inside_and_outside_the_captured_sizes_says_both() -> None:
+    captures, decodes = _graph_log("1, 2, 3, 4", [(2, False), (16, False)])
+    result = verify_graphs.evaluate("p", counters=None, decode_records=decodes, captures=captures,
+                                    server_info=BS4_INFO, batch_sizes=[2, 16], concurrency=16)
+    assert result.reason.startswith("--cuda-graph-max-bs-decode 4 is below the running batch")
+    assert "batches within the captured sizes (bs 2) also verified eagerly" in result.reason
+    only_inside = verify_graphs.evaluate("p", counters=None, decode_records=decodes[:1], captures=captures,
+                                         server_info=BS4_INFO, batch_sizes=[2], concurrency=2)
+    assert "did not replay (eager at bs 2)" in only_inside.reason
+
+
 # -- accept length ------------------------------------------------------------------------------
 
 
@@ -181,6 +279,37 @@ def test_cumulative_without_flush_is_a_note_not_a_source() -> None:
     ests, _, notes = accept_length.estimates(num_steps=2, info_before={"avg_spec_accept_length": 2.0},
                                                     info_after={"avg_spec_accept_length": 2.1})
     assert ests == [] and any("cumulative" in n for n in notes)
+
+
+def _spec_measurement(before: dict, after: dict, flush: bool = True) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(workload=SimpleNamespace(flush_after_warmup=flush), server_info_before=before,
+                           server_info_after=after, decode_records=[], metrics_delta=None, generations=[])
+
+
+def test_a_refused_flush_is_honoured_not_assumed() -> None:
+    """SGLang 0.5.23 answers /flush_cache with 400 while busy and resets nothing: the lifetime
+    avg_spec_accept_length then is still there after the flush, and is not read as the window."""
+    from specwatch.server.pool import RunningServer
+
+    spec = ServerProfile("s", speculative=Speculative(num_steps=2))
+    server = RunningServer(profile=spec, url="http://127.0.0.1:1")
+    after = {"speculative_num_steps": 2, "internal_states": [{"avg_spec_accept_length": 2.4}]}
+    refused = {"internal_states": [{"avg_spec_accept_length": 1.3}]}  # warm-up's value survived the flush
+    assert accept_length.flush_took({"internal_states": [{}]}) and not accept_length.flush_took(refused)
+    kept = accept_length.check(None, server, _spec_measurement(refused, after))  # type: ignore[arg-type]
+    assert kept.skipped and "no accept-length source answered" in kept.reason  # the lifetime value is no source
+    assert "/flush_cache did not take before the window" in kept.reason, kept.message
+    took = accept_length.check(None, server, _spec_measurement({"internal_states": [{}]}, after))  # type: ignore[arg-type]
+    assert [e.source for e in took.details.estimates] == ["/server_info avg_spec_accept_length"]
+    assert took.ok and "/flush_cache" not in took.message
+
+
+def test_num_steps_left_to_the_engine_comes_from_server_info() -> None:
+    prof = ServerProfile("s", speculative=Speculative())
+    assert accept_length.num_steps(prof, {"speculative_num_steps": 3}) == 3
+    assert accept_length.num_steps(prof, {}) is None
 
 
 # -- verdicts kept in the caller's log -----------------------------------------------------------

@@ -219,3 +219,79 @@ def test_visible_topology_counts_only_pairs_among_visible_gpus() -> None:
     assert devices.select_visible(["GPU-a1", "GPU-b2"], ["1", "GPU-b", "0"]) == [1, 0]
     assert devices.visible_devices({"CUDA_VISIBLE_DEVICES": " 2, 3 "}) == ["2", "3"]
     assert devices.visible_devices({}) is None
+
+
+# -- the engine's identity: version and commit -------------------------------------------------------
+
+
+def _fake_install(root, name: str = "boom", version: str = "9.9", commit: str = "c0ffee" * 6 + "c0ff"):
+    """A package that raises when imported, with pip's metadata and a VCS direct_url.json."""
+    import json
+
+    (root / name).mkdir()
+    (root / name / "__init__.py").write_text("raise RuntimeError('imported!')\n")
+    info = root / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "direct_url.json").write_text(json.dumps({"url": "https://github.com/x/y",
+                                                      "vcs_info": {"vcs": "git", "commit_id": commit}}))
+    return commit
+
+
+def _runner_with_path(path) -> machine.Runner:
+    import os
+    import subprocess
+
+    def run(argv: list[str]) -> str | None:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "PYTHONPATH": str(path)})
+        return proc.stdout if proc.returncode == 0 else None
+
+    return run
+
+
+def test_package_info_asks_the_interpreter_without_importing_the_package(tmp_path) -> None:
+    import sys
+
+    commit = _fake_install(tmp_path)
+    info = machine.package_info(sys.executable, "boom", _runner_with_path(tmp_path))
+    assert info == {"version": "9.9", "folder": str(tmp_path / "boom"), "vcs_commit": commit}
+    assert machine.package_info(sys.executable, "no-such-package-here", _runner_with_path(tmp_path)) == {}
+    assert machine.package_info("/no/such/python", "boom") == {}
+
+
+def test_checkout_commit_only_for_a_folder_its_checkout_tracks(tmp_path) -> None:
+    import subprocess
+    from pathlib import Path
+
+    import specwatch
+
+    src = Path(specwatch.__file__).parent
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if len(head) != 40:
+        pytest.skip("specwatch is not a git checkout here")
+    assert machine.checkout_commit(str(src)) == head  # a source checkout: its HEAD
+    assert machine.checkout_commit(str(tmp_path)) is None  # not in a repository
+    repo = tmp_path / "repo"
+    (repo / "venv" / "pkg").mkdir(parents=True)
+    (repo / "venv" / "pkg" / "__init__.py").write_text("")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    assert machine.checkout_commit(str(repo / "venv" / "pkg")) is None  # inside a repo, but not its file
+
+
+def test_engine_identity_prefers_the_servers_own_version(tmp_path) -> None:
+    import sys
+
+    commit = _fake_install(tmp_path, "sglang", "0.5.23")
+    run = _runner_with_path(tmp_path)
+    ident = machine.engine_identity([("sglang", sys.executable)], runner=run)
+    assert ident == {"engine_version": "0.5.23", "engine_commit": commit}  # pip's record: no checkout
+    served = machine.engine_identity([("sglang", sys.executable)], [("sglang", {"version": "0.5.23.post1"})], run)
+    assert served == {"engine_version": "0.5.23.post1", "engine_commit": commit}
+    # the reference server's /server_info imitates SGLang's version: its own package decides
+    ref = machine.engine_identity([], [("reference", {"version": "0.5.23"})], run)
+    assert ref == {"engine_version": None, "engine_commit": None}
+    both = machine.engine_identity([], [("sglang", {"version": "0.5.22"}), ("sglang", {"version": "0.5.23"})], run)
+    assert both["engine_version"] == "0.5.22+0.5.23"  # two installs under test: both said
+    fp = machine.fingerprint("sglang", "0.5.23", engine_commit="abc", runner=fake_runner({}), with_torch=False)
+    assert (fp["engine_version"], fp["engine_commit"]) == ("0.5.23", "abc")

@@ -445,3 +445,111 @@ def test_sglang_only_algorithms_are_accepted_for_sglang_and_refused_for_the_refe
         assert ps.servers["a"].speculative.algorithm == algo
         with pytest.raises(UsageError, match=r"^p\.toml: server\[0\] \(a\)\.speculative\.algorithm: .* does not"):
             parse_profiles({"version": 1, "server": [{"name": "a", "speculative": {"algorithm": algo}}]}, "p.toml")
+
+
+# -- SGLang 0.5.23 fidelity: what the command line leaves to the engine, and why specwatch adds a flag ----
+
+
+def _spec_argv(spec: dict, engine: str = "sglang", **fields: object) -> list[str]:
+    ps = parse_profiles({"server": [{"name": "s", "engine": engine, "model": "m", "speculative": spec, **fields}]})
+    return ps.get("s").command("h", 1)
+
+
+def test_unset_speculative_settings_stay_unset_for_the_engine() -> None:
+    """0.5.23 picks num_steps/topk/draft tokens per model when none is set (speculative_hook.py)."""
+    for engine in ("sglang", "reference"):
+        argv = _spec_argv({"algorithm": "EAGLE3", "draft_model": "d"}, engine)
+        assert "--speculative-algorithm" in argv
+        for flag in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"):
+            assert flag not in argv, (engine, argv)
+    argv = _spec_argv({"num_steps": 3, "eagle_topk": 4, "num_draft_tokens": 8})
+    pairs = dict(pairwise(argv))
+    assert (pairs["--speculative-num-steps"], pairs["--speculative-eagle-topk"],
+            pairs["--speculative-num-draft-tokens"]) == ("3", "4", "8")
+
+
+def test_num_steps_alone_gets_the_chain_topk_that_0_5_23_needs_with_it() -> None:
+    prof = parse_profiles({"server": [{"name": "s", "engine": "sglang", "model": "m",
+                                       "speculative": {"num_steps": 2}}]}).get("s")
+    argv = prof.command("h", 1)
+    assert dict(pairwise(argv))["--speculative-eagle-topk"] == "1"
+    assert "--speculative-num-draft-tokens" not in argv  # 0.5.23 sets num_steps + 1 itself when topk is 1
+    assert any(flags == "--speculative-eagle-topk 1" and "num_steps is set" in why
+               for flags, why in prof.added_flags("h", 1))
+    ref = replace(prof, engine="reference")
+    assert "--speculative-eagle-topk" not in ref.command("h", 1)  # the reference server sets topk 1 itself
+
+
+@pytest.mark.parametrize(("spec", "field", "expected"), [
+    ({"eagle_topk": 4}, ".speculative.eagle_topk:", "eagle_topk needs num_steps"),
+    ({"num_draft_tokens": 4}, ".speculative.num_draft_tokens:", "num_draft_tokens needs num_steps"),
+    ({"num_steps": 2, "num_draft_tokens": 5}, ".speculative.num_draft_tokens:", "num_steps + 1 = 3, got 5"),
+])
+def test_speculative_settings_0_5_23_would_reject_name_the_field(spec: dict, field: str, expected: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_profiles({"server": [{"name": "a", "speculative": spec}]}, "p.toml")
+    assert f"p.toml: server[0] (a){field}" in str(info.value) and expected in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_every_0_5_23_algorithm_is_accepted() -> None:
+    from specwatch.profiles.profile import ALGORITHMS
+
+    # srt/arg_groups/fields/spec.py: "Builtins: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO"
+    assert set(ALGORITHMS) == {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO"}
+    for algo in ALGORITHMS:
+        argv = _spec_argv({"algorithm": algo.lower()})
+        assert dict(pairwise(argv))["--speculative-algorithm"] == algo
+    # outside the EAGLE family the three settings follow the algorithm's own rules (DFLASH: block size)
+    assert "--speculative-num-draft-tokens" in _spec_argv({"algorithm": "DFLASH", "num_draft_tokens": 16})
+
+
+def test_decode_log_interval_only_where_a_check_reads_decode_lines() -> None:
+    ps = load_profiles(None)
+    base, spec = ps.get("baseline-tuned"), ps.get("eagle3-tuned")
+    assert "--decode-log-interval" not in base.command("h", 1)  # 0.5.23's default of 40 stays
+    assert dict(pairwise(spec.command("h", 1)))["--decode-log-interval"] == "10"
+    why = dict(spec.added_flags("h", 1))
+    assert "accept-length and verify-graph checks read the Decode lines" in why["--decode-log-interval 10"]
+    assert "--enable-metrics" in why and "--host h --port 1" in why
+    set_by_profile = replace(spec, decode_log_interval=25)
+    assert dict(pairwise(set_by_profile.command("h", 1)))["--decode-log-interval"] == "25"
+    assert not any(f.startswith("--decode-log-interval") for f, _ in set_by_profile.added_flags("h", 1))
+
+
+def test_profile_show_says_why_each_added_flag_is_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+
+    f = tmp_path / "p.toml"
+    f.write_text('version = 1\n[[server]]\nname = "base"\nengine = "sglang"\nmodel = "m"\n'
+                 '[[server]]\nname = "spec"\nengine = "sglang"\nmodel = "m"\ndecode_log_interval = 40\n'
+                 'speculative = { num_steps = 3, draft_model = "d" }\n')
+    assert main(["profile", "show", str(f)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    blocks = {name: [] for name in ("base", "spec")}
+    current = None
+    for line in out:
+        if line.startswith("# ") and line.split()[1] in blocks:
+            current = line.split()[1]
+        elif current:
+            blocks[current].append(line)
+    base_notes = [ln for ln in blocks["base"] if ln.startswith("#   ")]
+    assert [ln.split(":")[0] for ln in base_notes] == ["#   --host 127.0.0.1 --port 30000", "#   --enable-metrics"]
+    spec_notes = [ln.split(":")[0] for ln in blocks["spec"] if ln.startswith("#   ")]
+    assert spec_notes == ["#   --host 127.0.0.1 --port 30000", "#   --enable-metrics", "#   --speculative-eagle-topk 1"]
+    command = blocks["spec"][-1]
+    assert command.startswith("sglang serve ") and "--decode-log-interval 40" in command
+
+
+def test_sglang_serve_runs_in_the_interpreter_of_its_script(tmp_path: Path) -> None:
+    """Its version is asked of the server's own Python: the ``sglang`` script's, not specwatch's."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "sglang"
+    script.write_text("#!/opt/sglang-env/bin/python3.11\nimport sys\n")
+    script.chmod(0o755)
+    prof = ServerProfile("s", engine="sglang", extra_env={"PATH": str(bindir)})
+    assert prof.interpreter() == "/opt/sglang-env/bin/python3.11"
+    assert replace(prof, launcher="python -m sglang.launch_server").interpreter() == prof.python
+    assert replace(prof, extra_env={"PATH": str(tmp_path / "none")}).interpreter() == prof.python
+    assert ServerProfile("r").interpreter() == sys.executable

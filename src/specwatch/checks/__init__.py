@@ -4,15 +4,16 @@
 check                  on a live server (and recorded      pure judge
                        data: ``evaluate``)
 =====================  ==================================  =========================================
-environment            :mod:`.environment`                 :mod:`.envcheck`
+environment            :mod:`.environment`                 :mod:`.envcheck`, :mod:`.envtree`
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
 accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
 =====================  ==================================  =========================================
 
-A live check keeps its pass or fail in the caller's :class:`.verdictlog.VerdictLog` (the run's
-Session); checks never import :mod:`specwatch.run`.
+A saved capture of a server (``specwatch inspect``) is judged by :mod:`.inspect` through the same
+``evaluate`` functions. A live check keeps its pass or fail in the caller's
+:class:`.verdictlog.VerdictLog` (the run's Session); checks never import :mod:`specwatch.run`.
 """
 
 __all__ = [
@@ -21,7 +22,9 @@ __all__ = [
     "allreduce_ranks",
     "envcheck",
     "environment",
+    "envtree",
     "graphcheck",
+    "inspect",
     "lossless",
     "lossless_live",
     "verdictlog",

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
     from specwatch.signals.promtext import Exposition
 
-__all__ = ["NAME", "WINDOW_SLACK", "check", "estimates", "evaluate", "explain_value", "num_steps"]
+__all__ = ["NAME", "WINDOW_SLACK", "check", "estimates", "evaluate", "explain_value", "flush_took", "num_steps"]
 
 NAME = "accept length"
 #: Population slack between Decode-line windows and whole requests (see evaluate).
@@ -49,11 +49,19 @@ def explain_value(value: float, num_steps: int | None = None, num_draft_tokens: 
 
 
 def num_steps(profile: ServerProfile, server_info: Mapping[str, Any]) -> int | None:
-    """The speculative num_steps of a server: its profile's, else what its /server_info says (None: not speculative)."""
-    if profile.speculative is not None:
+    """The speculative num_steps of a server: its profile's, else what its /server_info says (a profile may leave
+    it to the engine); None: not speculative, or the server does not say."""
+    if profile.speculative is not None and profile.speculative.num_steps is not None:
         return profile.speculative.num_steps
     steps = server_info.get("speculative_num_steps")
     return int(steps) if steps else None
+
+
+def flush_took(info_before: Mapping[str, Any] | None) -> bool:
+    """Whether the ``/flush_cache`` just before ``info_before`` was taken: a successful one resets the
+    lifetime ``avg_spec_accept_length``, absent until the next Decode line (scheduler.py flush_cache ->
+    reset_metrics); SGLang 0.5.23 answers 400 and resets nothing while requests are in flight."""
+    return _cumulative(info_before or {}) is None
 
 
 def _cumulative(info: Mapping[str, Any]) -> float | None:
@@ -196,13 +204,21 @@ def check(
     prof = server.profile
     info = measurement.server_info_after or {}
     steps = num_steps(prof, info)
+    if steps is None and prof.speculative is not None:
+        return Verdict.skip(NAME, "num_steps is unknown: the profile leaves it to the engine and /server_info has "
+                                  "no speculative_num_steps", prof.name)
     if steps is None:
         return Verdict.skip(NAME, "not a speculative server: no accept length", prof.name)
+    asked, flushed = measurement.workload.flush_after_warmup, flush_took(measurement.server_info_before)
     ests, problems, notes = estimates(
         num_steps=steps, decode_records=measurement.decode_records, metrics_delta=measurement.metrics_delta,
         metas=[g.meta_info for g in measurement.generations], info_before=measurement.server_info_before,
-        info_after=info, flushed_before=measurement.workload.flush_after_warmup)
+        info_after=info, flushed_before=asked and flushed)
+    if asked and not flushed:
+        notes.append("/flush_cache did not take before the window (avg_spec_accept_length was still there after "
+                     "it): the cumulative /server_info value is not read as the window's")
     if server.log_path is None:
         notes.append("no log file (--server-url): Decode-line windows not read")
     ndt = prof.speculative.draft_tokens if prof.speculative else None
+    ndt = ndt or info.get("speculative_num_draft_tokens")
     return record(log, evaluate(prof.name, steps, ests, problems, notes, slack, claimed, ndt))

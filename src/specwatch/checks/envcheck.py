@@ -10,6 +10,11 @@ Views, strongest last:
   for what NCCL used, but only for variables NCCL consulted and only in processes that created a
   communicator.
 
+The rest of the tree is evidence too (:mod:`specwatch.checks.envtree`): a readable child shows what
+its parent's environment carried after the parent started (view ``a child's /proc environ``), and
+with start times an earlier readable sibling speaks for a blank worker (view ``an earlier
+sibling's /proc environ``), which can name it as a leak or a mismatch but never pass it.
+
 For a tuned environment profile every checked process must carry each expected variable with its
 value; for an untuned server the processes must NOT carry the tuned variables (leaks). A view that
 cannot answer says so; a process no view can answer about gets ``unknown``, never ``missing``.
@@ -20,6 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from specwatch.checks.envtree import (
+    SetAfterStart,
+    describe_set_after_start,
+    earlier_sibling,
+    find_set_after_start,
+    short_title,
+)
 from specwatch.signals import ncclenv
 from specwatch.signals.ncclenv import NcclProcess
 from specwatch.signals.probe import ProcessRecords
@@ -28,10 +40,12 @@ from specwatch.signals.procenv import UNREAD, WORKER_ROLES, EnvRead, ProcInfo, P
 __all__ = [
     "CHECKED_ROLES",
     "ENGINE_SET_NCCL",
+    "VIEW_CHILD",
     "VIEW_NCCL",
     "VIEW_PROBE_LATER",
     "VIEW_PROBE_START",
     "VIEW_PROC",
+    "VIEW_SIBLING",
     "EnvReport",
     "Finding",
     "check_environment",
@@ -41,6 +55,8 @@ VIEW_PROC = "/proc environ (start)"
 VIEW_PROBE_START = "probe start"
 VIEW_PROBE_LATER = "probe later"
 VIEW_NCCL = "NCCL applied"
+VIEW_CHILD = "a child's /proc environ"
+VIEW_SIBLING = "an earlier sibling's /proc environ"
 # Variables SGLang 0.5.23 itself sets before spawning (facts 1.4): applied-but-not-launched is fine.
 ENGINE_SET_NCCL = frozenset(
     {"NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE", "NCCL_GRAPH_REGISTER", "NCCL_GRAPH_MIXING_SUPPORT", "NCCL_MNNVL_ENABLE"}
@@ -91,6 +107,7 @@ class EnvReport:
     mode: str  # "tuned" | "untuned"
     expected: dict[str, str]
     findings: list[Finding] = field(default_factory=list)
+    set_after_start: list[SetAfterStart] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Finding]:
@@ -166,13 +183,19 @@ def _processes(
 
 
 def _evidence(
-    p: ProcInfo, var: str, probe: Mapping[int, ProcessRecords], nccl_by_pid: Mapping[int, list[NcclProcess]]
+    p: ProcInfo, var: str, probe: Mapping[int, ProcessRecords], nccl_by_pid: Mapping[int, list[NcclProcess]],
+    later: Mapping[str, str] | None = None,
 ) -> tuple[list[tuple[str, str | None]], bool, str | None]:
-    """(definite answers [(view, value-or-None)] weakest first, NCCL has lines for pid, NCCL value)."""
+    """(definite answers [(view, value-or-None)] weakest first, NCCL has lines for pid, NCCL value).
+
+    ``later``: the variables a child shows ``p`` set in itself after it started (:class:`SetAfterStart`).
+    """
     answers: list[tuple[str, str | None]] = []
     can, val = p.environ.lookup(var)
     if can:
         answers.append((VIEW_PROC, val))
+    if later and var in later:
+        answers.append((VIEW_CHILD, later[var]))
     recs = probe.get(p.pid)
     if recs is not None:
         for view, rec in ((VIEW_PROBE_START, recs.start), (VIEW_PROBE_LATER, recs.later)):
@@ -201,6 +224,7 @@ def check_environment(
     launched: Mapping[str, str] | None = None,
     roles: Iterable[str] = CHECKED_ROLES,
     engine_set: Iterable[str] = ENGINE_SET_NCCL,
+    starts: Mapping[int, float] | None = None,
 ) -> EnvReport:
     """Findings per process for ``expected`` (the tuned profile's variables).
 
@@ -213,6 +237,11 @@ def check_environment(
     ``launched`` (default: ``expected`` when tuned, empty when untuned) also drives the NCCL
     comparison: variables NCCL applied that were not launched (minus ``engine_set``) are
     ``unexpected`` warnings.
+    The tree is evidence too: a variable a readable child carries but its parent's start
+    environment lacks was set in the parent after it started (view ``a child's /proc environ``,
+    a ``note`` naming both; ``NCCL_*`` ones outside ``expected`` are ``unexpected``). ``starts``
+    (pid -> start time, any clock) lets a process no view answers for take what a readable sibling
+    started before it carries: a leak or mismatch, never a pass (then ``unknown``, saying so).
     """
     if mode not in ("tuned", "untuned"):
         raise ValueError(f"mode must be 'tuned' or 'untuned', got {mode!r}")
@@ -226,6 +255,27 @@ def check_environment(
         nccl_by_pid.setdefault(np_.pid, []).append(np_)
 
     everyone = _processes(procs, probe, nccl)
+    report.set_after_start = find_set_after_start(everyone, expected, engine_set=engine_set)
+    later: dict[int, dict[str, str]] = {}  # the parent's own environment now, where a direct child shows it
+    titles = {sa.pid: sa.title for sa in report.set_after_start}
+    for pid, text in describe_set_after_start(report.set_after_start).items():
+        report.findings.append(Finding("note", pid, titles[pid], None, None, None, VIEW_CHILD, text))
+    for sa in report.set_after_start:
+        for var, val in sa.variables.items():
+            if not sa.via:
+                later.setdefault(sa.pid, {}).setdefault(var, val)
+        for var, val in sorted(sa.variables.items()):
+            if var not in expected and var not in launched:
+                report.findings.append(Finding("unexpected", sa.pid, sa.title, var, None, val, VIEW_CHILD,
+                                               f"set after start (seen in pid {sa.child_pid}), not expected"))
+    by_pid = {p.pid: p for p in everyone}
+    for child in everyone:  # a blank process's readable children show what its environment carried
+        parent = by_pid.get(child.ppid)
+        if parent is None or parent.environ.readable or not child.environ.readable or child.pid == parent.pid:
+            continue
+        for var in expected:
+            if child.environ.env.get(var) is not None:
+                later.setdefault(parent.pid, {}).setdefault(var, child.environ.env[var])
     checked = [p for p in everyone if p.role and p.role.role in want_roles]
     if not checked:
         report.findings.append(Finding("unknown", 0, "", None, None, None, "",
@@ -241,11 +291,12 @@ def check_environment(
             ))
         for var in sorted(expected):
             exp = ncclenv.normalize_value(expected[var])
-            answers, has_nccl, applied = _evidence(p, var, probe, nccl_by_pid)
+            answers, has_nccl, applied = _evidence(p, var, probe, nccl_by_pid, later.get(p.pid))
+            sibling = None if answers or has_nccl else earlier_sibling(p, var, everyone, starts or {})
             if mode == "tuned":
-                report.findings.extend(_tuned(p, title, var, exp, answers, has_nccl, applied, probe))
+                report.findings.extend(_tuned(p, title, var, exp, answers, has_nccl, applied, probe, sibling))
             else:
-                report.findings.extend(_untuned(p, title, var, answers, has_nccl, applied, launched, probe))
+                report.findings.extend(_untuned(p, title, var, answers, has_nccl, applied, launched, probe, sibling))
 
     if nccl:
         for diff in ncclenv.compare(launched, nccl, ignore=set(engine_set) | set(expected)):
@@ -273,10 +324,21 @@ def _same(a: str | None, b: str | None) -> bool:
     return ncclenv.normalize_value(a) == ncclenv.normalize_value(b)
 
 
+def _sibling_says(p: ProcInfo, var: str, sibling: ProcInfo | None) -> tuple[str | None, str]:
+    """(the value an earlier sibling carries, the sentence saying so); (None, "") when it carries none."""
+    if sibling is None:
+        return None, ""
+    val = sibling.environ.env.get(var)
+    if val is None:
+        return None, ""
+    return val, (f"inferred: started after its sibling {short_title(sibling.title, 40)} (pid {sibling.pid}), "
+                 f"which carries {var}={val!r}, by the same parent (pid {p.ppid})")
+
+
 def _tuned(
     p: ProcInfo, title: str, var: str, exp: str,
     answers: list[tuple[str, str | None]], has_nccl: bool, applied: str | None,
-    probe: Mapping[int, ProcessRecords],
+    probe: Mapping[int, ProcessRecords], sibling: ProcInfo | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     present = [(v, val) for v, val in answers if val is not None]
@@ -304,25 +366,39 @@ def _tuned(
                            "NCCL did not report it and no other view can answer "
                            f"(/proc environ {p.environ.describe()})"))
         return out
-    out.append(Finding("unknown", p.pid, title, var, exp, None, "", _cannot_answer(p, probe, has_nccl)))
+    val, why = _sibling_says(p, var, sibling)
+    if val is not None and not _same(val, exp):
+        out.append(Finding("mismatch", p.pid, title, var, exp, val, VIEW_SIBLING, why))
+        return out
+    detail = _cannot_answer(p, probe, has_nccl)
+    if val is not None:
+        detail += f"; likely ok ({why}), but an inference never passes a process"
+    out.append(Finding("unknown", p.pid, title, var, exp, None, "", detail))
     return out
 
 
 def _untuned(
     p: ProcInfo, title: str, var: str,
     answers: list[tuple[str, str | None]], has_nccl: bool, applied: str | None,
-    launched: Mapping[str, str], probe: Mapping[int, ProcessRecords],
+    launched: Mapping[str, str], probe: Mapping[int, ProcessRecords], sibling: ProcInfo | None = None,
 ) -> list[Finding]:
     present = [(v, val) for v, val in answers if val is not None]
     if applied is not None:
         present.append((VIEW_NCCL, applied))
+    inferred, why = _sibling_says(p, var, sibling)
+    if not present and inferred is not None:
+        present.append((VIEW_SIBLING, inferred))
     if present:
         view, val = present[-1]
         if var in launched:
             return [Finding("note", p.pid, title, var, None, val, view,
                             f"set explicitly in the untuned launch environment ({launched[var]!r})")]
-        return [Finding("leak", p.pid, title, var, None, val, view,
-                        "a tuned variable reached an untuned server's process")]
+        detail = why if view == VIEW_SIBLING else "a tuned variable reached an untuned server's process"
+        if view == VIEW_CHILD:
+            detail += ": a child it started carries it"
+            if (VIEW_PROC, None) in answers:
+                detail += ", so it was set after it started (not in its /proc start environment)"
+        return [Finding("leak", p.pid, title, var, None, val, view, detail)]
     if answers or has_nccl:
         view = answers[-1][0] if answers else VIEW_NCCL
         return [Finding("ok", p.pid, title, var, None, None, view)]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specwatch.checks import envcheck
+from specwatch.checks import envcheck, envtree
 from specwatch.checks.verdictlog import VerdictLog, record
 from specwatch.judge.verdict import Verdict
 from specwatch.profiles.profile import TUNED_NCCL, ServerProfile
@@ -88,7 +88,8 @@ def _cause(
         if setters:
             return ("set at interpreter start by a sitecustomize.py on PYTHONPATH (probe: set_by_sitecustomize) "
                     f"in pid {', '.join(str(p) for p in setters)}")
-        return ""
+        after = [sa for sa in report.set_after_start if bad_vars & set(sa.variables)]
+        return "; ".join(envtree.describe_set_after_start(after).values())
     roles = {p.pid: p.role.role if p.role else "" for p in procs}
     failing_pids = {f.pid for f in failing}
     mains = [pid for pid, role in roles.items() if role == "main"]
@@ -105,15 +106,21 @@ def evaluate(
     probe_records: Mapping[int, probe.ProcessRecords] | None = None,
     nccl: Mapping[tuple[int, int], ncclenv.NcclProcess] | None = None,
     launch_env: Mapping[str, str] | None = None,
+    starts: Mapping[int, float] | None = None,
 ) -> Verdict:
-    """Judge environment propagation for ``profile`` from already collected views."""
+    """Judge environment propagation for ``profile`` from already collected views.
+
+    ``starts`` (pid -> start time): recorded trees have them; they let a blank worker be judged
+    from a readable sibling started before it (see :func:`envcheck.check_environment`).
+    """
     probe_records = probe_records or {}
     nccl = nccl or {}
     mode, expected = expectation(profile)
     launched = None
     if mode == "untuned" and launch_env is not None:
         launched = {k: launch_env[k] for k in expected if k in launch_env}
-    report = envcheck.check_environment(procs, expected, mode, probe=probe_records, nccl=nccl, launched=launched)
+    report = envcheck.check_environment(procs, expected, mode, probe=probe_records, nccl=nccl, launched=launched,
+                                        starts=starts)
     titles = {f.pid: f.title for f in report.findings}
     views = views_by_process(report, procs, probe_records, nccl)
     lines = [report.message(), "views per process:"]

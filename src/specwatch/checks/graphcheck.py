@@ -6,6 +6,13 @@
 3. the startup capture lines (``Capture target verify CUDA graph end. bs=[...]``) or
    ``/server_info`` ``decode_cuda_graph_bs``, against the batch sizes the workload ran;
 4. timing: the verify-cycle time against the baseline server's decode step time.
+
+When the verify ran eagerly, the batch sizes of the Decode lines (``#running-req``, each line with
+its ``cuda graph`` flag) are set against the captured ones: SGLang 0.5.23 replays a verify graph
+only for a batch no larger than the largest captured size (decode_cuda_graph_runner.py
+``can_run_graph``), so a batch above it names the capture limit (``--cuda-graph-max-bs-decode``
+or ``--cuda-graph-bs-decode``) as below the running batch (``--max-running-requests``, the load's
+concurrency).
 Pure: it reads data already collected by :mod:`specwatch.load.measure` and :mod:`specwatch.signals.logscan`.
 """
 
@@ -55,6 +62,54 @@ def captured_verify_bs(server_info: Mapping[str, Any], captures: Sequence[Captur
     return list(bs) if bs else None
 
 
+@dataclass(frozen=True)
+class BatchUse:
+    """The Decode lines of one running-batch size: how many said the verify graph ran, how many not."""
+
+    bs: int
+    graphed: int
+    eager: int
+
+
+def batch_use(decode_records: Sequence[DecodeRecord]) -> list[BatchUse]:
+    """Per ``#running-req`` value of the Decode lines, the count of ``graph: True`` and ``False`` lines."""
+    counts: dict[int, list[int]] = {}
+    for rec in decode_records:
+        counts.setdefault(rec.running, [0, 0])[0 if rec.graph else 1] += 1
+    return [BatchUse(bs, g, e) for bs, (g, e) in sorted(counts.items())]
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """``[1, 2, 3, 4, 8]`` -> ``"1-4, 8"``."""
+    out: list[str] = []
+    vals = sorted(set(values))
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        out.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def describe_batches(uses: Sequence[BatchUse], captured: Sequence[int] | None) -> str:
+    """One line: which batch sizes ran graphed and which eager, and which lay above the captured ones."""
+    graphed = [u.bs for u in uses if u.graphed]
+    eager = [u.bs for u in uses if u.eager]
+    parts = []
+    if graphed:
+        parts.append(f"graphed at bs {_ranges(graphed)}")
+    if eager:
+        parts.append(f"eager at bs {_ranges(eager)}")
+    text = "Decode lines ran " + " and ".join(parts) if parts else "no Decode lines"
+    if captured and uses:
+        above = [u.bs for u in uses if u.bs > max(captured)]
+        text += (f"; bs {_ranges(above)} above the largest captured bs={max(captured)}" if above
+                 else f"; every batch within the captured sizes (largest bs={max(captured)})")
+    return text
+
+
 def _disabled_cause(server_info: Mapping[str, Any]) -> str | None:
     if server_info.get("disable_cuda_graph"):
         return "--disable-cuda-graph is set: no verify graph is captured"
@@ -67,10 +122,63 @@ def _disabled_cause(server_info: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _max_running(server_info: Mapping[str, Any]) -> int | None:
+    """The resolved ``--max-running-requests`` (SGLang keeps None when unset; the scheduler's value then)."""
+    for value in (server_info.get("max_running_requests"),
+                  _state(server_info).get("effective_max_running_requests_per_dp"),
+                  _state(server_info).get("max_running_requests")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _limit_flag(server_info: Mapping[str, Any], captured: Sequence[int]) -> str:
+    """The capture-limit flag as this server set it (SGLang 0.5.23, srt/arg_groups/fields/exec_.py)."""
+    listed = server_info.get("cuda_graph_bs_decode")
+    if listed:
+        return f"--cuda-graph-bs-decode {' '.join(str(b) for b in listed)}"
+    limit = server_info.get("cuda_graph_max_bs_decode")
+    if limit:
+        return f"--cuda-graph-max-bs-decode {limit}"
+    default = ((server_info.get("cuda_graph_config") or {}).get("decode") or {}).get("max_bs")
+    shown = default if default else max(captured)
+    return f"--cuda-graph-max-bs-decode (unset: SGLang's default, from GPU memory, gave {shown})"
+
+
+def capture_limit_cause(
+    server_info: Mapping[str, Any], captured: Sequence[int], biggest: int, concurrency: int | None = None,
+    *, observed: bool = True,
+) -> str:
+    """Why batches of ``biggest`` requests verified eagerly: the capture limit is below the running batch.
+
+    Names the flag that set the limit (``--cuda-graph-bs-decode`` or ``--cuda-graph-max-bs-decode``),
+    what let the batch grow (``--max-running-requests``, the load's concurrency), and the two fixes.
+    ``observed``: the Decode lines showed such batches (else they could run, by the load's concurrency).
+    """
+    top = max(captured)
+    mrr = _max_running(server_info)
+    reach = ([f"--max-running-requests {mrr}"] if mrr is not None else []) + (
+        [f"load concurrency {concurrency}"] if concurrency else [])
+    bounds = [x for x in (mrr, concurrency) if x]
+    need = max(biggest, min(bounds)) if bounds else biggest
+    flag = _limit_flag(server_info, captured)
+    ran = "ran" if observed else "could run"
+    return (f"{flag} is below the running batch: batches of up to {biggest} requests {ran}"
+            + (f" ({', '.join(reach)})" if reach else "")
+            + f" but verify graphs were captured only up to bs={top} (bs {_ranges(captured)}), so every batch "
+            f"above {top} verifies eagerly; raise {flag.split()[0]} to at least {need} or lower "
+            f"--max-running-requests to {top}")
+
+
 def explain_eager(
     server_info: Mapping[str, Any], captures: Sequence[CaptureRecord], batch_sizes: Sequence[int], graph_label: str,
+    *, eager_sizes: Sequence[int] | None = None, concurrency: int | None = None,
 ) -> str:
-    """The most specific cause of an eager verify that the outside of the server shows."""
+    """The most specific cause of an eager verify that the outside of the server shows.
+
+    ``eager_sizes``: the batch sizes whose Decode lines said the verify graph did not run (None:
+    unknown, e.g. no Decode lines); ``batch_sizes``: every batch size the workload ran.
+    """
     if graph_label and not graph_label.startswith("cuda"):
         return (f"the server runs on {graph_label.split()[0].upper()} (log label '{graph_label}'), "
                 "where no CUDA graphs exist")
@@ -80,13 +188,23 @@ def explain_eager(
     captured = captured_verify_bs(server_info, captures)
     if not captured:
         return "no 'Capture target verify CUDA graph' line and no decode_cuda_graph_bs: nothing was captured"
-    biggest = max(batch_sizes, default=0)
-    if biggest > max(captured):
-        mrr = server_info.get("max_running_requests")
-        return (f"the workload ran batches of up to {biggest} requests but verify graphs were captured only up to "
-                f"bs={max(captured)}; batches above it verify eagerly (--max-running-requests {mrr} is above "
-                f"the captured maximum: raise --cuda-graph-max-bs-decode or lower --max-running-requests)")
-    return ("verify graphs were captured for these batch sizes but did not replay: a server-side switch or "
+    top = max(captured)
+    known = list(eager_sizes) if eager_sizes else list(batch_sizes)
+    above = [b for b in known if b > top]
+    within = sorted({b for b in (eager_sizes or ()) if b <= top})
+    if above:
+        cause = capture_limit_cause(server_info, captured, max(above), concurrency)
+        if within:
+            cause += (f"; batches within the captured sizes (bs {_ranges(within)}) also verified eagerly: a "
+                      "server-side switch or patch runs verify eager as well")
+        return cause
+    if not eager_sizes and concurrency and concurrency > top:
+        reach = min(x for x in (concurrency, _max_running(server_info)) if x)
+        if reach > top:
+            return "no Decode line says which batches verified eagerly; " + capture_limit_cause(
+                server_info, captured, reach, concurrency, observed=False)
+    where = f" (eager at bs {_ranges(within)})" if within else ""
+    return (f"verify graphs were captured for these batch sizes but did not replay{where}: a server-side switch or "
             "patch runs verify eager (check server flags and local patches)")
 
 
@@ -99,11 +217,14 @@ def check_verify_graphs(
     batch_sizes: Sequence[int],
     verify_cycle_ms: float | None = None,
     decode_step_ms: float | None = None,
+    concurrency: int | None = None,
 ) -> GraphReport:
     """Judge graph use in the verify step from every signal available.
 
     ``counters`` maps ``decode_cuda_graph`` and ``decode_none`` to their deltas over the workload
-    (None without /metrics). ``batch_sizes`` are the running-batch sizes the workload produced.
+    (None without /metrics). ``batch_sizes`` are the running-batch sizes the workload produced;
+    ``concurrency`` is the load's requests in flight. The batch sizes of the Decode lines are
+    compared with the captured ones, so that a batch that outgrew them is named as the cause.
     """
     signals: dict[str, str] = {}
     verdict: bool | None = None
@@ -116,8 +237,9 @@ def check_verify_graphs(
                               f"decode_none vs decode_cuda_graph)" if total else "no verify steps counted")
         if total:
             verdict, decided = eager == 0, "sglang:cuda_graph_passes_total"
+    uses = batch_use(decode_records)
     if decode_records:
-        eager_lines = sum(1 for r in decode_records if not r.graph)
+        eager_lines = sum(u.eager for u in uses)
         signals["log"] = f"{eager_lines} of {len(decode_records)} Decode batch lines say '{label}: False'"
         if verdict is None:
             verdict, decided = eager_lines == 0, "Decode batch lines"
@@ -125,6 +247,8 @@ def check_verify_graphs(
     signals["capture"] = (f"verify graphs captured for bs={captured}" if captured else "no verify graph captured")
     if captured and batch_sizes and max(batch_sizes) > max(captured):
         signals["capture"] += f"; workload ran bs up to {max(batch_sizes)}: not covered"
+    if uses:
+        signals["batches"] = describe_batches(uses, captured)
     if verify_cycle_ms and decode_step_ms:
         ratio = verify_cycle_ms / decode_step_ms
         signals["timing"] = (f"verify cycle {verify_cycle_ms:.2f} ms vs baseline decode step {decode_step_ms:.2f} ms "
@@ -134,5 +258,9 @@ def check_verify_graphs(
     if verdict is None and captured is not None:
         verdict = bool(max(batch_sizes, default=1) <= max(captured))
         decided = "capture lines"
-    cause = "" if verdict is not False else explain_eager(server_info, captures, batch_sizes, label)
+    cause = ""
+    if verdict is False:
+        eager_sizes = [u.bs for u in uses if u.eager] if uses else None
+        cause = explain_eager(server_info, captures, batch_sizes, label, eager_sizes=eager_sizes,
+                              concurrency=concurrency)
     return GraphReport(ok=verdict, decided_by=decided, cause=cause, signals=signals)

@@ -2,7 +2,9 @@
 
 Signals, most trusted first: ``sglang:cuda_graph_passes_total`` deltas by mode (``/metrics``), the
 Decode lines' ``cuda graph`` flag, the capture lines and ``/server_info``, and the timing of a
-verify cycle against a plain decode step. :func:`evaluate` judges collected signals (recorded data
+verify cycle against a plain decode step. The batch sizes the workload reached (the Decode lines'
+``#running-req``) are compared with the captured ones at every load level, so a batch that outgrew
+the capture limit fails the check naming the flag. :func:`evaluate` judges collected signals (recorded data
 too) with :func:`specwatch.checks.graphcheck.check_verify_graphs`; :func:`check` collects them from a
 measurement. Both return a :class:`~specwatch.judge.verdict.Verdict` named ``verify graphs``.
 """
@@ -49,11 +51,13 @@ def evaluate(
     batch_sizes: Sequence[int],
     verify_cycle_ms: float | None = None,
     decode_step_ms: float | None = None,
+    concurrency: int | None = None,
 ) -> Verdict:
     """Judge verify-graph use from collected signals (see :func:`graphcheck.check_verify_graphs`)."""
     rep = graphcheck.check_verify_graphs(
         counters=counters, decode_records=decode_records, captures=captures, server_info=server_info,
-        batch_sizes=batch_sizes, verify_cycle_ms=verify_cycle_ms, decode_step_ms=decode_step_ms)
+        batch_sizes=batch_sizes, verify_cycle_ms=verify_cycle_ms, decode_step_ms=decode_step_ms,
+        concurrency=concurrency)
     message = rep.message()
     if rep.ok is None:
         return Verdict.of(NAME, None, message, "no signal could answer (no /metrics counters, no Decode lines, no "
@@ -81,5 +85,6 @@ def check(log: VerdictLog | None, server: RunningServer, measurement: Measuremen
     step = median_gap_ms(g.chunk_gaps_s for g in baseline.generations) if baseline is not None else None
     result = evaluate(
         prof.name, counters=graph_counters(measurement.metrics_delta), decode_records=decodes, captures=captures,
-        server_info=measurement.server_info_after, batch_sizes=sizes, verify_cycle_ms=cycle, decode_step_ms=step)
+        server_info=measurement.server_info_after, batch_sizes=sizes, verify_cycle_ms=cycle, decode_step_ms=step,
+        concurrency=measurement.workload.concurrency)
     return record(log, result)

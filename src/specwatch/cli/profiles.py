@@ -17,6 +17,8 @@ def _cmd_profile_show(args: argparse.Namespace) -> int:
         roles = [r for r, n in ps.roles.items() if n == name]
         env = " ".join(f"{k}={v}" for k, v in sorted(prof.env_vars.items())) or "(no tuning variables)"
         print(f"# {name} [{', '.join(roles) or '-'}] env {prof.env} via {prof.env_apply}: {env}")
+        for flags, why in prof.added_flags(args.host, args.port):
+            print(f"#   {flags}: {why}")
         print(" ".join(prof.command(args.host, args.port)))
     return EXIT_OK
 
@@ -32,7 +34,8 @@ def _cmd_allreduce(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
     p = sub.add_parser("profile", help="server profiles").add_subparsers(dest="action", required=True)
-    show = p.add_parser("show", help="print each server's command line and environment")
+    show = p.add_parser("show", help="print each server's command line and environment, and why specwatch "
+                                     "adds each flag the profile did not set")
     show.add_argument("file", nargs="?", default=None, help="profile TOML (default: the built-in set)")
     show.add_argument("--host", default="127.0.0.1")
     show.add_argument("--port", type=int, default=30000)

@@ -6,6 +6,7 @@ __all__ = [
     "changepoint",
     "compare",
     "diagnose",
+    "levels",
     "replay",
     "speculative",
     "stats",

@@ -1,9 +1,12 @@
-"""Load: the HTTP client, greedy generation, workloads, and measuring them on live servers."""
+"""Load: the HTTP client, greedy generation, datasets and the built-in prompt set, workloads and
+load levels, and measuring them on live servers."""
 
 __all__ = [
     "client",
+    "dataset",
     "gpuclock",
     "greedy",
     "measure",
+    "promptset",
     "workload",
 ]

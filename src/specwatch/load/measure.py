@@ -1,6 +1,10 @@
 """Run a workload against a server and collect samples plus the server's own counters.
 
-Per run: output tok/s, TTFT, inter-token latency and end-to-end latency, measured at the client.
+Per run: output tok/s, TTFT, inter-token latency and end-to-end latency, measured at the client,
+and ``sglang.bench_serving``'s metrics of the run (:data:`specwatch.judge.levels.LEVEL_METRICS`:
+throughputs, median/p90/p99 of TTFT, ITL, TPOT and e2e latency, accept length from the requests'
+``meta_info`` when the server reports it), which a sweep level's results carry.
+A run sends its requests with at most ``concurrency`` in flight, at the workload's arrival times.
 Around the measured runs: deltas of ``/metrics`` counters, ``/server_info`` snapshots, and the
 engine log lines written meanwhile, so checks can read graph use and accept length from the same
 window that was timed.
@@ -10,15 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.judge import speculative
+from specwatch.judge.levels import LEVEL_METRICS, RequestTiming, serving_metrics
 from specwatch.load import gpuclock
 from specwatch.load.client import Client, Generation
-from specwatch.load.workload import Workload
+from specwatch.load.workload import Request, Workload
 from specwatch.server.pool import RunningServer
 from specwatch.signals import logscan, promtext
 
@@ -46,6 +53,8 @@ class RunSample:
     completion_tokens: int
     client_overhead: float  # fraction of the run's time the client spent parsing
     generations: list[Generation] = field(default_factory=list, repr=False)
+    #: bench_serving's metrics of this run (LEVEL_METRICS; accept_length only from a speculative server)
+    serving: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +74,9 @@ class Measurement:
     gpu_state: dict[str, dict[str, float]] = field(default_factory=dict)  # gpuclock medians during the runs
 
     def samples(self, metric: str) -> list[float]:
+        """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``)."""
+        if metric in LEVEL_METRICS and metric not in METRICS:
+            return [float(r.serving.get(metric, math.nan)) for r in self.runs]
         return [float(getattr(r, metric)) for r in self.runs]
 
     @property
@@ -91,13 +103,27 @@ class Measurement:
         return statistics.median(self.samples("output_tok_s"))
 
 
-async def _one_run(client: Client, prompts: list[str], wl: Workload) -> RunSample:
+async def _one_run(client: Client, requests: list[Request], wl: Workload) -> RunSample:
+    """Send ``requests`` at the workload's arrival times with at most ``wl.concurrency`` in flight
+    (all at once for a single wave, as the single-stream runs always have)."""
+    gate = asyncio.Semaphore(wl.concurrency)
+    offsets = wl.arrivals()
     start = time.perf_counter()
-    gens = await asyncio.gather(*(client.generate(p, max_new_tokens=wl.max_new_tokens, ignore_eos=True)
-                                  for p in prompts))
+
+    async def send(req: Request, at: float) -> Generation:
+        if at > 0:
+            await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
+        async with gate:  # TTFT is timed from the send, after any wait here (as bench_serving times it)
+            return await client.generate(req.text, max_new_tokens=req.max_new_tokens, ignore_eos=True)
+
+    gens = await asyncio.gather(*(send(r, offsets[i % len(offsets)]) for i, r in enumerate(requests)))
     wall = time.perf_counter() - start
     tokens = sum(g.completion_tokens for g in gens)
     itls = [x for g in gens for x in g.itl_s]
+    serving = serving_metrics([RequestTiming(g.ttft_s, g.e2e_s, g.completion_tokens, g.itl_s) for g in gens], wall)
+    accept = speculative.from_requests([g.meta_info for g in gens])
+    if accept is not None:
+        serving["accept_length"] = accept.value
     return RunSample(
         output_tok_s=tokens / wall if wall > 0 else 0.0,
         decode_tok_s=sum(g.decode_tok_s for g in gens),  # concurrent requests decode side by side
@@ -107,6 +133,7 @@ async def _one_run(client: Client, prompts: list[str], wl: Workload) -> RunSampl
         completion_tokens=tokens,
         client_overhead=max(g.client_s / g.e2e_s for g in gens if g.e2e_s > 0),
         generations=list(gens),
+        serving=serving,
     )
 
 
@@ -115,8 +142,8 @@ class _Measuring:
 
     def __init__(self, server: RunningServer, wl: Workload, client: Client) -> None:
         self.server, self.wl, self.client = server, wl, client
-        self.prompts = wl.prompts()
-        self.per = wl.concurrency
+        self.prompts = wl.requests()
+        self.per = wl.run_size
         self.slots = len(self.prompts) // self.per
         self.runs: list[RunSample] = []
         self.next_slot = wl.warmup

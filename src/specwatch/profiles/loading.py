@@ -228,11 +228,16 @@ def load_profiles(path: str | Path | None) -> ProfileSet:
 
 
 def _anchor_pythonpath(profiles: ProfileSet, folder: Path) -> ProfileSet:
-    """Relative ``pythonpath`` entries mean folders beside the profile file, not the server's cwd."""
+    """Relative ``pythonpath`` entries mean folders beside the profile file, not the server's cwd; a
+    relative ``[workload] dataset`` means a file beside it too."""
     servers = {name: replace(prof, pythonpath=tuple(str(folder / e) if not Path(e).is_absolute() else e
                                                      for e in prof.pythonpath))
                for name, prof in profiles.servers.items()}
-    return replace(profiles, servers=servers)
+    workload = dict(profiles.workload)
+    dataset = workload.get("dataset")
+    if dataset and dataset != "builtin" and not Path(dataset).is_absolute():  # so is [workload] dataset
+        workload["dataset"] = str(folder / dataset)
+    return replace(profiles, servers=servers, workload=workload)
 
 
 def single_server_profiles(engine: str, model: str, draft: str | None, tp: int, device: str) -> ProfileSet:

@@ -7,17 +7,15 @@ tables are :mod:`specwatch.profiles.tables`.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from specwatch.errors import UsageError
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover
-    pass
+from specwatch.profiles.schema import Invalid
 
 PROFILE_FORMAT_VERSION = 1
 
@@ -41,6 +39,10 @@ SGLANG_LAUNCHERS = ("sglang serve", "python -m sglang.launch_server")
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 #: what the reference server implements (chain drafting with a draft model, greedy verification)
 REFERENCE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+#: the algorithms 0.5.23 resolves in ``_handle_eagle_family`` (speculative_hook.py), NEXTN being EAGLE
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+#: Decode-line interval specwatch asks of a speculative server whose profile sets none (0.5.23's default is 40)
+SPEC_DECODE_LOG_INTERVAL = 10
 #: SGLang flags (and their accepted prefixes) that multiply the GPUs one server occupies beyond --tp-size
 PARALLEL_FLAGS = {"--dp-size": "--dp-size", "--dp": "--dp-size", "--data-parallel-size": "--dp-size",
                   "--pp-size": "--pp-size", "--pp": "--pp-size", "--pipeline-parallel-size": "--pp-size"}
@@ -48,23 +50,51 @@ PARALLEL_FLAGS = {"--dp-size": "--dp-size", "--dp": "--dp-size", "--data-paralle
 
 @dataclass(frozen=True)
 class Speculative:
-    """Chain or tree speculative decoding settings, with SGLang's names."""
+    """Speculative decoding settings, with SGLang's names; None leaves a setting to the engine.
+
+    SGLang 0.5.23 picks num_steps, eagle_topk and num_draft_tokens per model when none is set
+    (srt/arg_groups/speculative_hook.py ``_auto_choose_speculative_params``: (5, 4, 8) for Llama,
+    (3, 1, 4) otherwise); the reference server picks (3, 1, 4).
+    """
 
     algorithm: str = "EAGLE3"
     draft_model: str | None = None
-    num_steps: int = 2
-    eagle_topk: int = 1
-    num_draft_tokens: int | None = None  # None: num_steps + 1 (SGLang forces it when topk == 1)
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None  # None: the engine's (num_steps + 1 when eagle_topk == 1)
 
     @property
-    def draft_tokens(self) -> int:
-        """Tokens per request in one verify forward."""
-        return self.num_draft_tokens or self.num_steps + 1
+    def chain(self) -> bool:
+        """Whether the draft is a chain: eagle_topk 1, or unset for the EAGLE family (specwatch and the
+        reference server then use 1)."""
+        return self.eagle_topk == 1 or (self.eagle_topk is None and self.algorithm.upper() in EAGLE_FAMILY)
+
+    def __post_init__(self) -> None:
+        if self.num_steps is not None:
+            if self.chain and self.num_draft_tokens not in (None, self.num_steps + 1):  # 0.5.23 would override it
+                raise Invalid("", at=".num_draft_tokens", message=f"with eagle_topk = 1 it must be num_steps + 1 = "
+                              f"{self.num_steps + 1}, got {self.num_draft_tokens}")
+            return
+        # _handle_eagle_family asserts that topk and draft tokens are unset when num_steps is
+        given = [f for f in ("eagle_topk", "num_draft_tokens") if getattr(self, f) is not None]
+        chain_tokens = self.eagle_topk == 1 and self.num_draft_tokens is not None  # num_steps + 1: needs num_steps
+        if given and (self.algorithm.upper() in EAGLE_FAMILY or chain_tokens):
+            raise Invalid("", at=f".{given[0]}", message=f"{given[0]} needs num_steps: SGLang 0.5.23 chooses all "
+                          "three per model when num_steps is unset (set num_steps too, or none of them)")
 
     @property
-    def max_accept_length(self) -> int:
-        """Largest canonical accept length: every drafted token plus the bonus token."""
-        return self.num_steps + 1
+    def draft_tokens(self) -> int | None:
+        """Tokens per request in one verify forward, when the profile determines it."""
+        if self.num_draft_tokens is not None:
+            return self.num_draft_tokens
+        if self.num_steps is not None and self.chain:
+            return self.num_steps + 1
+        return None
+
+    @property
+    def max_accept_length(self) -> int | None:
+        """Largest canonical accept length (every drafted token plus the bonus), when num_steps is set."""
+        return None if self.num_steps is None else self.num_steps + 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +117,7 @@ class ServerProfile:
     python: str = sys.executable
     max_running_requests: int | None = None
     cuda_graph_max_bs: int | None = None
-    decode_log_interval: int = 10
+    decode_log_interval: int | None = None  # None: the engine's 40, or SPEC_DECODE_LOG_INTERVAL on a speculative server
     nccl_debug: bool = True
     floor_tok_s: float | None = None
     tolerance: float | None = None
@@ -104,27 +134,74 @@ class ServerProfile:
             return 0
         return self.tp * parallel_size(self.extra_args, "--dp-size") * parallel_size(self.extra_args, "--pp-size")
 
-    def server_args(self, host: str, port: int) -> list[str]:
-        """Flags shared by SGLang 0.5.23 and the reference server."""
-        args = ["--model-path", self.model, "--host", host, "--port", str(port)]
+    def arg_pieces(self, host: str, port: int) -> list[tuple[list[str], str]]:
+        """The shared command-line flags in order, each with why it is there: ``""`` when the profile
+        set it, else the reason specwatch adds it (``specwatch profile show`` prints these)."""
+        pieces: list[tuple[list[str], str]] = [
+            (["--model-path", self.model], ""),
+            (["--host", host, "--port", str(port)], "where specwatch reaches the server (the pool picks the port)"),
+        ]
         if self.tp != 1:
-            args += ["--tp-size", str(self.tp)]
-        args += ["--enable-metrics", "--decode-log-interval", str(self.decode_log_interval)]
+            pieces.append((["--tp-size", str(self.tp)], ""))
+        pieces.append((["--enable-metrics"], "the checks and gates read /metrics counters (cuda_graph_passes_total, "
+                                            "spec_verify_calls_total, generation_tokens_total); 0.5.23 serves "
+                                            "/metrics only with this flag"))
+        if self.decode_log_interval is not None:
+            pieces.append((["--decode-log-interval", str(self.decode_log_interval)], ""))
+        elif self.speculative:
+            pieces.append((["--decode-log-interval", str(SPEC_DECODE_LOG_INTERVAL)],
+                           "the accept-length and verify-graph checks read the Decode lines (accept len, "
+                           "#running-req, cuda graph); 0.5.23 writes one per 40 decode batches, too few for a "
+                           "short workload"))
         if self.max_running_requests is not None:
-            args += ["--max-running-requests", str(self.max_running_requests)]
+            pieces.append((["--max-running-requests", str(self.max_running_requests)], ""))
         if self.cuda_graph_max_bs is not None:
-            args += ["--cuda-graph-max-bs-decode", str(self.cuda_graph_max_bs)]
+            pieces.append((["--cuda-graph-max-bs-decode", str(self.cuda_graph_max_bs)], ""))
         spec = self.speculative
         if spec:
-            args += ["--speculative-algorithm", spec.algorithm]
+            pieces.append((["--speculative-algorithm", spec.algorithm], ""))
             if spec.draft_model:
-                args += ["--speculative-draft-model-path", spec.draft_model]
-            args += [
-                "--speculative-num-steps", str(spec.num_steps),
-                "--speculative-eagle-topk", str(spec.eagle_topk),
-                "--speculative-num-draft-tokens", str(spec.draft_tokens),
-            ]
-        return args
+                pieces.append((["--speculative-draft-model-path", spec.draft_model], ""))
+            if spec.num_steps is not None:
+                pieces.append((["--speculative-num-steps", str(spec.num_steps)], ""))
+            if spec.eagle_topk is not None:
+                pieces.append((["--speculative-eagle-topk", str(spec.eagle_topk)], ""))
+            elif spec.num_steps is not None and self.engine == "sglang" and spec.algorithm.upper() in EAGLE_FAMILY:
+                pieces.append((["--speculative-eagle-topk", "1"],
+                               "num_steps is set: 0.5.23 then needs eagle_topk too (speculative_hook.py compares "
+                               "it with 1 and fails on None); 1 drafts a chain"))
+            if spec.num_draft_tokens is not None:
+                pieces.append((["--speculative-num-draft-tokens", str(spec.num_draft_tokens)], ""))
+        return pieces
+
+    def server_args(self, host: str, port: int) -> list[str]:
+        """Flags shared by SGLang 0.5.23 and the reference server: the profile's settings and the few
+        specwatch needs (see :meth:`arg_pieces`); every speculative setting the profile leaves unset
+        stays unset, for the engine to choose."""
+        return [arg for args, _ in self.arg_pieces(host, port) for arg in args]
+
+    def added_flags(self, host: str = "127.0.0.1", port: int = 30000) -> list[tuple[str, str]]:
+        """(flags, why) for each flag specwatch adds that the profile did not ask for."""
+        return [(" ".join(args), why) for args, why in self.arg_pieces(host, port) if why]
+
+    def interpreter(self) -> str:
+        """The Python the server runs in: ``python`` for the reference server and ``python -m`` launchers;
+        for ``sglang serve``, the interpreter of the ``sglang`` script on the server's PATH (its ``#!``
+        line), which need not be the one running specwatch; ``python`` when that cannot be read."""
+        name = self.launcher.split()[0]
+        if self.engine != "sglang" or name == "python":
+            return self.python
+        path = self.extra_env.get("PATH", os.environ.get("PATH"))
+        exe = shutil.which(name, path=path)
+        try:
+            with open(exe or "", "rb") as fh:
+                first = fh.readline(4096).decode("utf-8", errors="replace")
+        except OSError:
+            return self.python
+        words = first[2:].split() if first.startswith("#!") else []
+        if words and os.path.basename(words[0]) == "env":  # "#!/usr/bin/env python3"
+            return shutil.which(words[-1], path=path) or self.python
+        return words[0] if words else self.python
 
     def command(self, host: str, port: int) -> list[str]:
         """The full argv that boots this server."""
@@ -159,6 +236,9 @@ class Gates:
     # every round: the machine's wander over seconds then hits both sides alike. Both must fit on
     # the GPUs together (for SGLang, lower --mem-fraction-static in the profiles).
     interleave_runs: bool = False
+    # A concurrency sweep's crossover (the first level where speculation stops paying) must not come
+    # below this; None: the crossover is reported, not gated.
+    min_crossover_concurrency: int | None = None
 
 
 @dataclass(frozen=True)

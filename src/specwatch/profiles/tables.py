@@ -136,16 +136,87 @@ GATE_FIELDS: dict[str, Field] = {
                                "smallest tuned/untuned gain that counts as an effect"),
     "alternate_rounds": Field(integer(1), "fresh-boot rounds A B A B ... of a relative gate"),
     "interleave_runs": Field(BOOLEAN, "both servers of a gate up at once, runs interleaved"),
+    "min_crossover_concurrency": Field(integer(1), "speculation must keep paying (its per-level gate passing) "
+                                                   "at every swept concurrency below this"),
 }
 
-#: [workload]: overrides for every workload; the bounds are those Workload itself enforces.
+#: The length distributions of [workload] input_words / output_len: field tables per ``dist``.
+_LENGTH_DISTS: dict[str, dict[str, Field]] = {
+    "uniform": {"low": Field(integer(1), "smallest length"), "high": Field(integer(1), "largest length")},
+    "normal": {"mean": Field(number(0, low_open=True), "mean length"), "std": Field(number(0), "standard deviation")},
+    "lognormal": {"median": Field(number(0, low_open=True), "median length"),
+                  "sigma": Field(number(0), "standard deviation of the length's logarithm")},
+}
+_LENGTH_REQUIRED = {"uniform": ("low", "high"), "normal": ("mean", "std"), "lognormal": ("median", "sigma")}
+_CLIP = {"low": Field(integer(1), "lengths below are raised to it"),
+         "high": Field(integer(1), "lengths above are cut to it")}
+_LENGTH_EXPECTED = ('an integer ≥ 1 or a distribution table: { dist = "uniform", low = 64, high = 256 }, '
+                    '{ dist = "normal", mean = 128, std = 32 } or { dist = "lognormal", median = 128, sigma = 0.5 }')
+
+
+def _length(value: Any) -> int | dict[str, Any]:
+    """A fixed length (an integer) or a checked distribution table (``dist`` and its parameters)."""
+    if type(value) is int and value >= 1:
+        return value
+    if not isinstance(value, dict) or value.get("dist") not in _LENGTH_DISTS:
+        if isinstance(value, dict):
+            raise Invalid("", at=".dist", message=f"expected one of {', '.join(map(repr, _LENGTH_DISTS))}, "
+                                                  f"got {show(value.get('dist'))}")
+        raise Invalid(_LENGTH_EXPECTED, value)
+    dist = value["dist"]
+    fields = {"dist": Field(choice(dist), "the distribution"), **_LENGTH_DISTS[dist],
+              **({} if dist == "uniform" else _CLIP)}
+    out = check_table(fields, value, _LENGTH_EXPECTED)
+    missing = [k for k in _LENGTH_REQUIRED[dist] if k not in out]
+    if missing:
+        raise Invalid("", message=f"a {dist} distribution needs {' and '.join(missing)}")
+    if "high" in out and out["high"] < out.get("low", 1):
+        raise Invalid("", at=".high", message=f"must be ≥ low ({out.get('low', 1)}), got {out['high']}")
+    return out
+
+
+#: A request length: fixed, or sampled (seeded) from a distribution.
+LENGTH = Rule(_LENGTH_EXPECTED, _length)
+
+
+def _levels(item: Rule, expected: str) -> Rule:
+    """One level or an array of distinct levels, in increasing order, as a tuple."""
+    array = array_of(item, expected)
+
+    def convert(value: Any) -> tuple[Any, ...]:
+        levels = array.convert(value if isinstance(value, list) else [value])
+        if not levels:
+            raise Invalid(expected, value)
+        if len(set(levels)) != len(levels):
+            raise Invalid("", value, message=f"levels repeat: {show(value)}")
+        return tuple(sorted(levels))
+
+    return Rule(expected, convert)
+
+
+#: [workload]: overrides for every workload (the bounds are those Workload itself enforces), the
+#: requests' source and lengths, and the load levels of a sweep (``concurrency``, ``request_rate``).
 WORKLOAD_FIELDS: dict[str, Field] = {
     "runs": Field(integer(1), "measured runs"),
     "warmup": Field(integer(0), "warmup runs, excluded from samples"),
     "warmup_s": Field(number(0, 600, meaning="seconds"), "keep warming up until this much load has passed"),
     "min_duration_s": Field(number(0, 3600, meaning="seconds"), "keep measuring until this much time has passed"),
     "max_new_tokens": Field(integer(1), "tokens per request"),
+    "dataset": Field(NON_EMPTY, '"builtin" (specwatch\'s prompt set), or a JSONL file ("prompt" or chat '
+                                '"messages" per line) or ShareGPT JSON; relative to the profile file\'s folder'),
+    "categories": Field(array_of(NON_EMPTY, "an array of category names"), "only the dataset's entries of these "
+                                                                           "categories"),
+    "input_words": Field(LENGTH, "prompt length in words (cut, or the prompt repeated), fixed or a distribution"),
+    "output_len": Field(LENGTH, "tokens per request, fixed or a distribution (overrides max_new_tokens)"),
+    "seed": Field(integer(0), "seed of the prompt sampling, the lengths and the arrivals"),
+    "run_requests": Field(integer(1), "requests per run of a sweep level (default: max(concurrency, 8), never "
+                                      "below the concurrency; a request-rate level: 4 s worth, at least 8)"),
+    "concurrency": Field(_levels(integer(1), "an integer ≥ 1 or an array of them, e.g. [1, 4, 16, 64]"),
+                         "the concurrency levels of a sweep (requests in flight)"),
+    "request_rate": Field(_levels(number(0, low_open=True), "a number > 0 or an array of them, e.g. [2.0, 8.0]"),
+                          "the request-rate levels of a sweep (Poisson arrivals, requests/s)"),
 }
+
 
 FIXTURE_FIELDS: dict[str, Field] = {
     role: Field(text(expected="a server name (a string)"), f"the server the {role} fixture means")

@@ -62,6 +62,7 @@ class ServerArgs:
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
     cuda_graph_max_bs_decode: int | None = None
+    cuda_graph_bs_decode: list[int] | None = None
     cuda_graph_backend_decode: str | None = None
     disable_cuda_graph: bool = False
     disable_decode_cuda_graph: bool = False
@@ -114,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None, help="only 1 (chain drafting)")
     a("--speculative-num-draft-tokens", type=int, default=None)
-    a("--cuda-graph-max-bs-decode", type=int, default=None)
+    a("--cuda-graph-max-bs-decode", type=int, default=None, help="largest batch size captured for decode/verify")
+    a("--cuda-graph-bs-decode", type=int, nargs="+", default=None,
+      help="explicit batch sizes to capture for decode/verify (their largest is the capture limit)")
     a("--cuda-graph-backend-decode", default=None, choices=["full", "disabled"])
     a("--disable-cuda-graph", action="store_true", help="deprecated: disables decode and verify graphs")
     a("--disable-decode-cuda-graph", action="store_true")
@@ -144,16 +147,26 @@ def spec_capture_list(max_bs: int) -> list[int]:
 def nonspec_capture_list(max_bs: int) -> list[int]:
     """SGLang's non-speculative capture list up to ``max_bs`` (before filtering)."""
     bs = [1, 2, 4, 8, 12, *list(range(16, 257, 8))]
-    bs += list(range(272, max(max_bs, 272) + 1, 16))
+    bs += list(range(272, 512, 16)) + list(range(512, max_bs + 1, 32))
     return bs
 
 
-def capture_bs(speculative: bool, max_bs: int, max_running: int) -> list[int]:
-    """Graph batch sizes: the list filtered to <= min(max_bs, max_running), that size appended."""
-    cap = min(max_bs, max_running)
-    full = spec_capture_list(cap) if speculative else nonspec_capture_list(cap)
-    out = sorted({b for b in full if b <= cap} | {cap})
-    return [b for b in out if b >= 1]
+def capture_bs(speculative: bool, max_bs: int, max_running: int, explicit: Sequence[int] | None = None) -> list[int]:
+    """Graph batch sizes, as SGLang 0.5.23 resolves them.
+
+    The list (``explicit``, from ``--cuda-graph-bs-decode``, else generated up to ``max_bs`` with
+    ``max_bs`` appended: cuda_graph_hook.py ``generate_decode_cuda_graph_batch_sizes``) is cut to
+    the request pool, ``max_running``, which is added when the list went past it
+    (base_cuda_graph_runner.py ``get_batch_sizes_to_capture``).
+    """
+    if explicit:
+        full = [b for b in explicit if b >= 1]
+    else:
+        full = spec_capture_list(max_bs) if speculative else nonspec_capture_list(max_bs)
+        full = [b for b in full if b <= max_bs] + [max_bs]
+    if full and max(full) > max_running:
+        full.append(max_running)
+    return sorted({b for b in full if 1 <= b <= max_running})
 
 
 def default_max_bs_decode(total_mem_gb: float, tp_size: int) -> int:
@@ -228,6 +241,10 @@ def resolve(ns: argparse.Namespace, *, cuda_available: bool | None = None,
         args.cuda_graph_max_bs_decode = max_bs
     elif args.cuda_graph_max_bs_decode < 1:
         raise ArgError(f"--cuda-graph-max-bs-decode must be >= 1, got {args.cuda_graph_max_bs_decode}")
+    if args.cuda_graph_bs_decode is not None:
+        if min(args.cuda_graph_bs_decode) < 1:
+            raise ArgError(f"--cuda-graph-bs-decode sizes must be >= 1, got {args.cuda_graph_bs_decode}")
+        args.cuda_graph_max_bs_decode = max(args.cuda_graph_bs_decode)  # memory_hook.py: an explicit list wins
 
     if args.speculative_algorithm is not None:
         _resolve_spec(args)
@@ -252,7 +269,8 @@ def resolve(ns: argparse.Namespace, *, cuda_available: bool | None = None,
     backend_eff = "disabled" if args.device == "cpu" else backend
     args.cuda_graph_backend_decode = backend
     assert args.max_running_requests is not None
-    bs_list = capture_bs(args.is_speculative, args.cuda_graph_max_bs_decode, args.max_running_requests)
+    bs_list = capture_bs(args.is_speculative, args.cuda_graph_max_bs_decode, args.max_running_requests,
+                         args.cuda_graph_bs_decode)
     args.cuda_graph_bs = bs_list if backend_eff != "disabled" else []
     args.cuda_graph_config = {
         "decode": {"backend": backend, "max_bs": args.cuda_graph_max_bs_decode, "bs": bs_list},

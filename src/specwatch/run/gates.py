@@ -8,6 +8,7 @@ test file a user writes.
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,14 +24,17 @@ if TYPE_CHECKING:
     from specwatch.load.measure import Measurement
     from specwatch.run.session import Session
 
-__all__ = ["DECODE_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor", "recorded",
-           "speculation_beats_baseline", "tuned_vs_untuned", "tuning_effect"]
+__all__ = ["DECODE_METRIC", "LEVEL_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor", "recorded",
+           "speculation_beats_baseline", "speculation_by_level", "tuned_vs_untuned", "tuning_effect"]
 
 METRIC = "output_tok_s"
 #: Speculation changes the decode phase only; its gates compare decode throughput (TTFT excluded).
 DECODE_METRIC = "decode_tok_s"
+#: A sweep level's gate compares bench_serving's output throughput (what the server sustains at that load).
+LEVEL_METRIC = "output_throughput"
 #: The gates' names (``Verdict.name``).
 FLOOR, DRIFT, SPEC_VS_BASELINE, TUNED_VS_UNTUNED = "floor", "drift", "speculation beats baseline", "tuned vs untuned"
+SPEC_BY_LEVEL = "speculation by load level"
 
 
 def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
@@ -115,9 +119,10 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
                                                f"compare against fails)", profile=prof.name)
         return Verdict(DRIFT, Status.SKIP, ref, profile=prof.name)
     wl = m.workload
-    for key, now in (("max_new_tokens", wl.max_new_tokens), ("concurrency", wl.concurrency)):
+    dataset = wl.describe().get("dataset")
+    for key, now in (("max_new_tokens", wl.max_new_tokens), ("concurrency", wl.concurrency), ("dataset", dataset)):
         then = ref.extra.get(key)
-        if then is not None and then != now:
+        if (then is not None or key == "dataset") and then != now:
             return Verdict(DRIFT, Status.SKIP, f"{ref.source} was recorded with {key}={then}, this run uses {now}: "
                                                f"the two are not comparable; re-record with --update-baselines",
                            profile=prof.name)
@@ -190,3 +195,79 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
         return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "this machine's profile expects the tuning to help, but:\n"
                        + "\n".join(lines), rows=[row])
     return Verdict(TUNED_VS_UNTUNED, Status.PASS, "\n".join(lines), rows=[row])
+
+
+@recorded
+def speculation_by_level(session: Session) -> Verdict:
+    """Speculation against plain decoding at every level of the profile set's sweep, and the
+    crossover concurrency: the first concurrency where speculation stops paying.
+
+    Each level is judged like :func:`speculation_beats_baseline` (``spec_margin``, one-sided
+    Mann-Whitney) on :data:`LEVEL_METRIC`; an inconclusive level does not pay. The per-level
+    verdicts are reported (speculation is expected to stop paying somewhere); the verdict fails only
+    when ``gates.min_crossover_concurrency`` is set and the crossover comes below it. Each server
+    runs every level on one boot (baseline first), levels in increasing order.
+    """
+    from specwatch.judge.levels import LEVEL_METRICS, crossover, crossover_ok
+    from specwatch.load.workload import level_names
+
+    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
+    if not spec_p or not base_p:
+        return Verdict(SPEC_BY_LEVEL, Status.SKIP, "the profile set has no spec and baseline servers to compare")
+    levels = level_names(session.profiles.workload)
+    if not levels:
+        return Verdict(SPEC_BY_LEVEL, Status.SKIP, f"{session.profiles.source}: [workload] sets no sweep levels; "
+                                                   "add concurrency = [1, 4, 16, 64] (or request_rate = [2.0, 8.0])")
+    for name in (base_p.name, spec_p.name):
+        for level in levels:
+            session.measure(name, level)
+    gates = session.profiles.gates
+    rows, lines, judged = [], [], []
+    for level in levels:
+        spec, base = session.measurements[(spec_p.name, level)], session.measurements[(base_p.name, level)]
+        a, b = spec.samples(LEVEL_METRIC), base.samples(LEVEL_METRIC)
+        gate = compare.relative_gate(a, b, margin=gates.spec_margin, alpha=session.config.alpha,
+                                     names=(spec_p.name, base_p.name))
+        medians = {side: {metric: statistics.median(xs) for metric in LEVEL_METRICS
+                          if (xs := m.samples(metric)) and not any(math.isnan(x) for x in xs)}
+                   for side, m in (("spec", spec), ("baseline", base))}
+        wl = spec.workload
+        sweep = {"level": level, "kind": "request_rate" if wl.request_rate is not None else "concurrency",
+                 "value": wl.request_rate if wl.request_rate is not None else wl.concurrency,
+                 "spec": spec_p.name, "baseline": base_p.name, "metric": LEVEL_METRIC, "margin": gates.spec_margin,
+                 "speedup": gate.ratio, "verdict": gate.verdict.value,
+                 "spec_metrics": medians["spec"], "baseline_metrics": medians["baseline"]}
+        rows.append(ReportRow(key=f"{spec_p.name} vs {base_p.name} ({level}, {LEVEL_METRIC})", n=gate.n_a,
+                              median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0], ci_high=_ci(a)[1],
+                              baseline_median=statistics.median(b), change=gate.ratio - 1, p=gate.p_pass,
+                              verdict=gate.verdict.value, samples=tuple(a), message=gate.message,
+                              extra={"sweep": sweep}))
+        judged.append((sweep["kind"], float(sweep["value"]), gate.verdict.value))
+        p99 = ", ".join(f"{k} {medians['spec'].get(k, float('nan')):.1f}/{medians['baseline'].get(k, float('nan')):.1f}"
+                        for k in ("p99_ttft_ms", "p99_tpot_ms"))
+        lines.append(f"{level}: {gate.verdict.value} ({gate.ratio:.2f}x {LEVEL_METRIC}; {p99} ms spec/baseline)")
+    by_concurrency = [(v, verdict) for kind, v, verdict in judged if kind == "concurrency"]
+    found = crossover(by_concurrency) if by_concurrency else None
+    minimum = gates.min_crossover_concurrency
+    passed = True
+    if found is not None:
+        passed = minimum is None or crossover_ok(found, minimum)
+        gate_text = "not gated" if minimum is None else "pass" if passed else "fail"
+        message = found.message + ("" if minimum is None else f"; min_crossover_concurrency = {minimum}: {gate_text}")
+        lines.append(f"crossover concurrency: {message}")
+        shown = gate_text if minimum is not None else "crossover" if found.level is not None else "no crossover"
+        rows.append(ReportRow(key=f"{spec_p.name} vs {base_p.name} crossover concurrency", n=len(by_concurrency),
+                              median=found.level if found.level is not None else math.inf,  # none: "inf"
+                              unit="requests",
+                              baseline_median=float(minimum) if minimum is not None else None,
+                              verdict=shown, message=message,
+                              extra={"crossover": {"spec": spec_p.name, "baseline": base_p.name,
+                                                   "level": found.level, "verdict": found.verdict,
+                                                   "minimum": minimum, "gate": gate_text, "message": message,
+                                                   "levels": [lv for lv in levels
+                                                              if lv.startswith("concurrency-")]}}))
+    elif minimum is not None:
+        lines.append("min_crossover_concurrency is set but the sweep has no concurrency levels: not judged")
+    text = "\n".join(lines)
+    return Verdict.of(SPEC_BY_LEVEL, passed, text if passed else "speculation stops paying below "
+                      f"min_crossover_concurrency = {minimum}:\n{text}", rows=rows)

@@ -9,13 +9,14 @@ import datetime as dt
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specwatch.checks.lossless import GreedyMemo
 from specwatch.errors import UsageError
-from specwatch.load.workload import WORKLOADS, Workload
+from specwatch.load.workload import Workload
+from specwatch.load.workload import resolve as resolve_workload
 from specwatch.profiles.loading import load_profiles, single_server_profiles, with_device
 from specwatch.profiles.profile import ProfileSet, ServerProfile
 from specwatch.run.options import Config
@@ -155,13 +156,9 @@ class Session:
         return self.pool.get(profile)
 
     def workload(self, name: str) -> Workload:
-        try:
-            wl = WORKLOADS[name]
-        except KeyError:
-            raise UsageError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
-        if self.profiles.workload:  # the profile set's [workload] table, under the command line
-            wl = replace(wl, **self.profiles.workload)
-        return wl.with_overrides(self.config.runs, self.config.warmup)
+        """A workload by name (built in, or a sweep level such as ``concurrency-16``) with the profile
+        set's [workload] table applied, under the command line's run counts."""
+        return resolve_workload(name, self.profiles.workload).with_overrides(self.config.runs, self.config.warmup)
 
     def measure(self, role_or_name: str, workload: str = "single-stream", *, pooled: bool = False) -> Any:
         """Measure a workload on a server once per session (memoised).
@@ -273,14 +270,17 @@ class Session:
     # -- what measurements are compared against --------------------------------------------
 
     def fingerprint(self) -> dict[str, Any]:
-        """This machine's fingerprint (computed once), with the engine of the profiles under test."""
-        if self._fingerprint is None:
-            from specwatch.store.machine import fingerprint
+        """This machine's fingerprint with the engines under test, their version and commit (engine_identity)."""
+        from specwatch.store.machine import engine_identity, fingerprint
 
-            engines = sorted({p.engine for p in self.profiles.servers.values()})
-            self._fingerprint = fingerprint(engine="+".join(engines))
-            if self.config.machine_class:
-                self._fingerprint["machine_class"] = self.config.machine_class
+        servers = self.profiles.servers
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(engine="+".join(sorted({p.engine for p in servers.values()})))
+            self._fingerprint.update({"machine_class": self.config.machine_class} if self.config.machine_class else {})
+        local = [] if self.config.server_url else [(p.engine, p.interpreter()) for p in servers.values()]
+        served = [(servers[m.profile].engine, m.server_info_after) for m in self.measurements.values()
+                  if m.profile in servers]
+        self._fingerprint.update(engine_identity(local, served))
         return self._fingerprint
 
     def machine_class(self) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specwatch.judge.levels import LEVEL_METRICS
 from specwatch.load import gpuclock
 from specwatch.load.measure import METRICS
 from specwatch.report import table as report
@@ -18,20 +20,85 @@ from specwatch.store.result import Result, ResultSet
 CLIENT_OVERHEAD_LIMIT = 0.01
 
 def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, Any], commit: str | None) -> ResultSet:
-    """Every measurement of a run as a ResultSet (one Result per metric)."""
+    """Every measurement of a run as a ResultSet (one Result per metric).
+
+    A sweep level (``concurrency-16``, ``request-rate-2``) records bench_serving's metrics
+    (:data:`LEVEL_METRICS`; accept length when every run has it, a latency when every run has one);
+    every other workload records :data:`METRICS`, its keys unchanged.
+    """
     rs = ResultSet(machine=machine, commit=commit)
     for (profile, workload), m in sorted(measurements.items()):
         extra = {"client_overhead": round(m.client_overhead, 5), "shared_host": m.shared_host,
                  "runs": len(m.runs), "concurrency": m.workload.concurrency,
-                 "max_new_tokens": m.workload.max_new_tokens}
+                 "max_new_tokens": m.workload.max_new_tokens, **m.workload.describe()}
         sm_clock = gpuclock.busiest_sm_clock(m.gpu_state)
         if sm_clock is not None:
             extra["gpu_sm_clock_mhz"] = sm_clock
             extra["gpu_state"] = m.gpu_state
-        for metric, (unit, higher) in METRICS.items():
+        for metric, (unit, higher) in (LEVEL_METRICS if m.workload.level else METRICS).items():
+            samples = m.samples(metric)
+            if any(math.isnan(x) for x in samples):
+                continue  # not reported by this server (accept length) or not defined (ITL of 1-token outputs)
             rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher,
-                               samples=m.samples(metric), extra=extra))
+                               samples=samples, extra=extra))
     return rs
+
+
+#: The extra key of a sweep gate's per-level rows and of its crossover row (:func:`sweep_lines`).
+SWEEP, CROSSOVER = "sweep", "crossover"
+#: The sweep table's latency columns: metric -> header.
+SWEEP_COLUMNS = {"p99_ttft_ms": "p99 TTFT ms", "p99_itl_ms": "p99 ITL ms", "p99_tpot_ms": "p99 TPOT ms",
+                 "p99_e2e_latency_ms": "p99 e2e ms"}
+
+
+def annotate_results(rs: ResultSet, rows: Iterable[report.ReportRow]) -> None:
+    """Write each sweep level's verdict (and the crossover) into the spec server's level results, so
+    the results file carries them beside the numbers."""
+    by_key = {r.key: r for r in rs.results}
+    for row in rows:
+        level, cross = row.extra.get(SWEEP), row.extra.get(CROSSOVER)
+        if level:
+            prefix = f"{level['spec']}/{level['level']}/"
+            verdict = {"baseline": level["baseline"], "metric": level["metric"], "speedup": level["speedup"],
+                       "p": row.p, "verdict": level["verdict"]}
+            for key, result in by_key.items():
+                if key.startswith(prefix):
+                    result.extra["vs_baseline"] = verdict
+        if cross:
+            for result in rs.results:
+                if result.profile == cross["spec"] and result.workload in cross["levels"]:
+                    result.extra["crossover"] = {k: cross[k] for k in ("level", "verdict", "minimum", "gate")}
+
+
+def sweep_lines(rows: Sequence[report.ReportRow]) -> list[str]:
+    """The sweep table: per level, output throughput of both servers, the speedup, p99 latencies
+    (spec / baseline), accept length and the level's verdict; then the crossover."""
+    levels = [r.extra[SWEEP] for r in rows if r.extra.get(SWEEP)]
+    if not levels:
+        return []
+    head = ("level", "output tok/s spec / base", "speedup", *(SWEEP_COLUMNS[c] for c in SWEEP_COLUMNS), "accept",
+            "verdict")
+    body = []
+    for lv in levels:
+        spec, base = lv["spec_metrics"], lv["baseline_metrics"]
+        cells = [lv["level"], f"{_fmt(spec.get('output_throughput'))} / {_fmt(base.get('output_throughput'))}",
+                 f"{lv['speedup']:.2f}x"]
+        cells += [f"{_fmt(spec.get(c))} / {_fmt(base.get(c))}" for c in SWEEP_COLUMNS]
+        cells += [_fmt(spec.get("accept_length")), lv["verdict"].replace("_", " ")]
+        body.append(tuple(cells))
+    widths = [max(len(str(c[i])) for c in (head, *body)) for i in range(len(head))]
+    first = levels[0]
+    out = [f"specwatch sweep: {first['spec']} vs {first['baseline']} (medians over runs; p99 cells spec / baseline; "
+           f"verdict: {first['metric']} at spec_margin {first['margin']:+g})",
+           "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() for cells in body]
+    out += [f"crossover: {r.extra[CROSSOVER]['message']}" for r in rows if r.extra.get(CROSSOVER)]
+    return out
+
+
+def _fmt(x: float | None) -> str:
+    return report.fmt_num(x) if x is not None else "-"
 
 
 def table_rows(record: RunRecord) -> list[report.ReportRow]:
@@ -39,7 +106,7 @@ def table_rows(record: RunRecord) -> list[report.ReportRow]:
     rows = list(record.rows)
     judged = {r.key for r in rows}
     for r in record.results.results:
-        if r.key not in judged and r.metric == "output_tok_s":
+        if r.key not in judged and r.metric in ("output_tok_s", "output_throughput"):
             rows.append(report.ReportRow(key=r.key, n=len(r.samples), median=_median(r.samples), unit=r.unit,
                                          samples=tuple(r.samples), higher_is_better=r.higher_is_better))
     return rows
@@ -52,8 +119,9 @@ def _median(xs: list[float]) -> float:
 
 
 def summary_lines(rows: list[report.ReportRow], notes: list[str]) -> list[str]:
-    """The end-of-run table, then the notes (failed findings, warnings)."""
-    return [*report.summary_table(rows, title="specwatch results").splitlines(), *notes]
+    """The end-of-run table, the sweep table when a sweep was judged, then the notes (failed
+    findings, warnings)."""
+    return [*report.summary_table(rows, title="specwatch results").splitlines(), *sweep_lines(rows), *notes]
 
 
 def note_lines(findings: Iterable[Any], measurements: Mapping[tuple[str, str], Any],
@@ -88,6 +156,7 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
     """
     rs = record.results
     rows = table_rows(record)
+    annotate_results(rs, rows)
     if partial:
         for r in rs.results:
             r.extra["partial"] = partial

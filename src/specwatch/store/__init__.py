@@ -5,6 +5,7 @@ fingerprint, recorded sessions, and the one atomic writer.
 __all__ = [
     "atomic",
     "baseline",
+    "capture",
     "history",
     "history_base",
     "history_postgres",

@@ -55,6 +55,26 @@ RECORD_HOW = "`pytest -m perf --update-baselines` or `specwatch baseline update 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # Fingerprint fields that never make two machines different for a baseline's purpose.
 _VOLATILE = frozenset({"os", "host_id"})
+# The engine's identity: judged by engine_change, not listed as machine differences.
+_ENGINE_KEYS = frozenset({"engine_version", "engine_commit"})
+
+
+def _engine_text(fp: Mapping[str, Any]) -> str:
+    version = fp.get("engine_version") or "version not recorded"
+    commit = f" (commit {str(fp['engine_commit'])[:12]})" if fp.get("engine_commit") else ""
+    return f"{fp.get('engine') or 'engine'} {version}{commit}"
+
+
+def engine_change(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """``"sglang 0.5.22 (commit …) → sglang 0.5.23 (commit …)"`` when the engine's version changed
+    since ``recorded``, or its source checkout's commit did (not for the reference server, whose
+    commit is specwatch's own); None when the same, or when this run does not know its version."""
+    now_v, then_v = current.get("engine_version"), recorded.get("engine_version")
+    now_c, then_c = current.get("engine_commit"), recorded.get("engine_commit")
+    moved = bool(now_c and then_c and now_c != then_c and current.get("engine") != "reference")
+    if now_v is None or (now_v == then_v and not moved):
+        return None
+    return f"{_engine_text(recorded)} → {_engine_text(current)}"
 
 
 @dataclass
@@ -202,18 +222,24 @@ class Baseline:
         ]  # fmt: skip
 
     def fingerprint_warning(self, current: Mapping[str, Any]) -> str | None:
-        """Warning text listing how the current machine differs from the baseline's, or None."""
+        """Warning text: the engine version the baseline was recorded on when it is another (first),
+        then how the current machine differs from the baseline's; None when neither."""
         diffs = [
-            d for d in diff_fingerprints(self.machine, current) if d.split(":", 1)[0] not in _VOLATILE
+            d for d in diff_fingerprints(self.machine, current) if d.split(":", 1)[0] not in _VOLATILE | _ENGINE_KEYS
         ]
-        if not diffs:
+        engine = engine_change(self.machine, current)
+        if not diffs and engine is None:
             return None
         where = f" ({self.path})" if self.path else ""
-        lines = "\n".join(f"  - {d}" for d in diffs)
-        return (
-            f"baseline {self.machine_class}/{self.profile}{where} was recorded on a different "
-            f"machine or stack; numbers may not be comparable:\n{lines}"
-        )
+        out = []
+        if engine is not None:
+            out.append(f"baseline {self.machine_class}/{self.profile}{where} was recorded on another engine "
+                       f"version: {engine}; a difference may be the engine's (re-record the baseline on this one)")
+        if diffs:
+            lines = "\n".join(f"  - {d}" for d in diffs)
+            out.append(f"baseline {self.machine_class}/{self.profile}{where} was recorded on a different "
+                       f"machine or stack; numbers may not be comparable:\n{lines}")
+        return "\n".join(out)
 
     def resolution_notes(self, requested: float, alpha: float = 0.01) -> list[str]:
         """A line per throughput metric whose sessions are too spread for the ``requested`` tolerance."""

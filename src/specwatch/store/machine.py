@@ -6,14 +6,16 @@ NCCL versions. torch is imported only when asked for and installed (it takes sec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import json
 import os
 import platform
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,32 @@ _PCIE_KINDS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # Keys compared by diff_fingerprints in this order first; anything else follows sorted.
 _ORDER = (
     "machine_class", "gpu_model", "gpu_count", "interconnect", "driver", "cuda", "torch", "nccl",
-    "engine", "engine_version", "cpu_model", "cpu_count", "python", "os",
+    "engine", "engine_version", "engine_commit", "cpu_model", "cpu_count", "python", "os",
 )  # fmt: skip
+#: The Python distribution that is each engine (the reference server is part of specwatch).
+ENGINE_PACKAGES = {"sglang": "sglang", "reference": "specwatch"}
+# Run by the server's own interpreter: the package's version, folder and pip-recorded commit, WITHOUT
+# importing it (find_spec of a top-level name only locates it; importing sglang takes many seconds).
+_PACKAGE_PROBE = """
+import importlib.metadata as m, importlib.util as u, json, os, sys
+name, out = sys.argv[1], {}
+try:
+    out["version"] = m.version(name)
+except Exception:
+    pass
+try:
+    spec = u.find_spec(name)
+    locs = list(spec.submodule_search_locations or []) if spec else []
+    out["folder"] = locs[0] if locs else (os.path.dirname(spec.origin) if spec and spec.origin else None)
+except Exception:
+    pass
+try:
+    direct = json.loads(m.distribution(name).read_text("direct_url.json") or "{}")
+    out["vcs_commit"] = (direct.get("vcs_info") or {}).get("commit_id")
+except Exception:
+    pass
+print(json.dumps({k: v for k, v in out.items() if v}))
+"""
 
 
 def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
@@ -160,11 +186,13 @@ def fingerprint(
     engine: str | None = None,
     engine_version: str | None = None,
     *,
+    engine_commit: str | None = None,
     runner: Runner = run_command,
     with_torch: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Fingerprint of this machine (plus the engine fields the caller fills), with machine_class.
+    """Fingerprint of this machine (plus the engine fields the caller fills: :func:`engine_identity`),
+    with machine_class.
 
     With ``CUDA_VISIBLE_DEVICES`` set (``env``, default the process's), only the GPUs it names
     count: one GPU of a two-GPU host is an "h200x1" machine, as the servers booted here see it.
@@ -196,6 +224,7 @@ def fingerprint(
         "os": f"{platform.system()} {platform.release()}",
         "engine": engine,
         "engine_version": engine_version,
+        "engine_commit": engine_commit,
         "host_id": host_id(uuids),
     }
     if gpus:
@@ -215,6 +244,71 @@ def fingerprint(
         fp["cuda"] = tinfo["torch_cuda"]
     fp["machine_class"] = machine_class(fp)
     return fp
+
+
+def package_info(python: str, package: str, runner: Runner = run_command) -> dict[str, Any]:
+    """``version``, ``folder`` and ``vcs_commit`` (pip's direct_url.json) of ``package`` as ``python``
+    sees it, asked of that interpreter without importing the package; {} when it cannot answer."""
+    out = runner([python, "-c", _PACKAGE_PROBE, package])
+    try:
+        info = json.loads(out or "")
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def checkout_commit(folder: str, runner: Runner = run_command) -> str | None:
+    """HEAD of the git checkout whose tracked files include ``folder`` (a source install); None for an
+    installed wheel, even one inside some other repository's virtual environment (not tracked there)."""
+    if not (runner(["git", "-C", folder, "ls-files", "--", "__init__.py"]) or "").strip():
+        return None
+    sha = (runner(["git", "-C", folder, "rev-parse", "HEAD"]) or "").strip()
+    return sha if re.fullmatch(r"[0-9a-f]{40}", sha) else None
+
+
+#: Engines whose ``/server_info`` "version" is their own (the reference server's imitates SGLang's).
+SERVED_VERSION_ENGINES = frozenset({"sglang"})
+
+
+@functools.lru_cache(maxsize=32)
+def _installed(python: str, package: str, runner: Runner) -> tuple[str | None, str | None]:
+    """(version, commit) of ``package`` in ``python``: the commit of its source checkout, else pip's record."""
+    info = package_info(python, package, runner)
+    commit = (checkout_commit(str(info["folder"]), runner) if info.get("folder") else None) or info.get("vcs_commit")
+    return (str(info["version"]) if info.get("version") else None, str(commit) if commit else None)
+
+
+def engine_identity(
+    interpreters: Iterable[tuple[str, str]],
+    served: Iterable[tuple[str, Mapping[str, Any] | None]] = (),
+    runner: Runner = run_command,
+) -> dict[str, str | None]:
+    """``engine_version`` and ``engine_commit`` of the engines under test.
+
+    ``interpreters``: (engine, the server's Python) pairs; each is asked for the installed package
+    (never imported here) and the HEAD of its source checkout (else the commit pip recorded for a VCS
+    install); asked once per process. ``served``: (engine, ``/server_info``) of measured servers:
+    the ``version`` an SGLang server reports wins over its package's. Several engines or installs
+    are joined with ``+``, in engine order.
+    """
+    versions: dict[str, list[str]] = {}
+    commits: dict[str, list[str]] = {}
+    for engine, python in sorted(set(interpreters)):
+        if engine in ENGINE_PACKAGES:
+            version, commit = _installed(python, ENGINE_PACKAGES[engine], runner)
+            versions.setdefault(engine, []).extend([version] if version else [])
+            commits.setdefault(engine, []).extend([commit] if commit else [])
+    reported: dict[str, set[str]] = {}
+    for engine, info in served:
+        if engine in SERVED_VERSION_ENGINES and info and info.get("version"):
+            reported.setdefault(engine, set()).add(str(info["version"]))
+    versions.update({engine: sorted(vals) for engine, vals in reported.items()})
+
+    def joined(per: dict[str, list[str]]) -> str | None:
+        vals = [v for engine in sorted(per) for v in dict.fromkeys(per[engine])]
+        return "+".join(vals) if vals else None
+
+    return {"engine_version": joined(versions), "engine_commit": joined(commits)}
 
 
 _NOISE_WORDS = {
@@ -254,11 +348,16 @@ def diff_fingerprints(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 
 __all__ = [
+    "ENGINE_PACKAGES",
+    "SERVED_VERSION_ENGINES",
+    "checkout_commit",
     "diff_fingerprints",
+    "engine_identity",
     "fingerprint",
     "gpu_slug",
     "host_id",
     "machine_class",
+    "package_info",
     "parse_cuda_version",
     "parse_gpu_query",
     "parse_topology",

@@ -1,0 +1,125 @@
+"""Load levels, judged: serving metrics of one run in ``sglang.bench_serving``'s names, and the
+crossover level where speculation stops paying.
+
+Pure: numbers in, numbers out. The metric names are bench_serving's (``output_throughput``,
+``median_ttft_ms``, ``p99_itl_ms``, ...) so a row here lines up with a bench_serving result; its
+definitions too: TTFT per request; ITL per token (a streamed chunk's gap spread over the tokens it
+brought); TPOT per request, (e2e − TTFT) / (output tokens − 1); percentiles with numpy's default
+(linear) interpolation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The percentiles reported for each latency, as bench_serving names them (p50 is its "median").
+PERCENTILES: tuple[tuple[str, float], ...] = (("median", 50.0), ("p90", 90.0), ("p99", 99.0))
+#: The latencies reported, by bench_serving's stem: ``{percentile}_{stem}_ms``.
+LATENCIES = ("ttft", "itl", "tpot", "e2e_latency")
+
+#: metric -> (unit, higher_is_better), in report order.
+LEVEL_METRICS: dict[str, tuple[str, bool]] = {
+    "output_throughput": ("tok/s", True),
+    "request_throughput": ("req/s", True),
+    **{f"{p}_{stem}_ms": ("ms", False) for stem in LATENCIES for p, _ in PERCENTILES},
+    "accept_length": ("tok/cycle", True),
+}
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """One finished request as the client timed it (seconds)."""
+
+    ttft_s: float
+    e2e_s: float
+    output_tokens: int
+    itl_s: Sequence[float] = ()
+
+
+def percentiles(values: Sequence[float], scale: float = 1.0) -> dict[str, float]:
+    """``{"median": .., "p90": .., "p99": ..}`` of ``values`` times ``scale`` (NaN when empty)."""
+    if len(values) == 0:
+        return {name: math.nan for name, _ in PERCENTILES}
+    qs = np.percentile(np.asarray(values, dtype=float), [q for _, q in PERCENTILES])
+    return {name: float(v) * scale for (name, _), v in zip(PERCENTILES, qs, strict=True)}
+
+
+def serving_metrics(requests: Sequence[RequestTiming], duration_s: float) -> dict[str, float]:
+    """bench_serving's throughput and latency metrics of one run of ``requests`` over ``duration_s``
+    (first request sent to last one finished). Latencies in ms; ``accept_length`` is not here (it
+    comes from the server)."""
+    if duration_s <= 0 or not requests:
+        raise ValueError(f"serving metrics need requests and a positive duration, got {len(requests)} "
+                         f"request(s) over {duration_s} s")
+    tpots = [(r.e2e_s - r.ttft_s) / (r.output_tokens - 1) for r in requests if r.output_tokens > 1]
+    series = {
+        "ttft": [r.ttft_s for r in requests],
+        "itl": [x for r in requests for x in r.itl_s],
+        "tpot": tpots,
+        "e2e_latency": [r.e2e_s for r in requests],
+    }
+    out = {
+        "output_throughput": sum(r.output_tokens for r in requests) / duration_s,
+        "request_throughput": len(requests) / duration_s,
+    }
+    for stem in LATENCIES:
+        for name, value in percentiles(series[stem], scale=1000.0).items():
+            out[f"{name}_{stem}_ms"] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where speculation stops paying along ordered load levels.
+
+    ``level`` is the first level whose verdict is not a pass (None: it paid at every level
+    measured); ``verdict`` is that level's verdict ("fail", "no_effect", "inconclusive").
+    """
+
+    level: float | None
+    verdict: str
+    levels: tuple[float, ...]
+
+    @property
+    def message(self) -> str:
+        if self.level is None:
+            return f"speculation paid at every level measured ({_levels(self.levels)}): no crossover up to " \
+                   f"{_num(max(self.levels))}" if self.levels else "no levels measured"
+        if self.level == self.levels[0]:
+            return f"speculation does not pay at the lowest level measured, {_num(self.level)} ({self.verdict})"
+        return f"speculation stops paying at {_num(self.level)} ({self.verdict}; levels {_levels(self.levels)})"
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _levels(levels: Sequence[float]) -> str:
+    return ", ".join(_num(x) for x in levels)
+
+
+def crossover(levels: Sequence[tuple[float, str]]) -> Crossover:
+    """The first level, in increasing order, whose verdict is not ``"pass"``.
+
+    ``levels``: (level, verdict) pairs, any order; a verdict is a relative gate's ("pass", "fail",
+    "no_effect", "inconclusive"). An inconclusive level counts as not paying, as the single-stream
+    gate counts it: a speedup that cannot be shown is not a speedup.
+    """
+    ordered = sorted(levels, key=lambda lv: lv[0])
+    values = tuple(float(lv) for lv, _ in ordered)
+    if len(set(values)) != len(values):
+        raise ValueError(f"levels repeat: {_levels(values)}")
+    for level, verdict in ordered:
+        if verdict != "pass":
+            return Crossover(float(level), verdict, values)
+    return Crossover(None, "pass", values)
+
+
+def crossover_ok(found: Crossover, minimum: float) -> bool:
+    """The gate on it: speculation must keep paying below ``minimum`` (a crossover at or above it,
+    or none at all, passes)."""
+    return found.level is None or found.level >= minimum
