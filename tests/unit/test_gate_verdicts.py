@@ -71,3 +71,23 @@ def test_a_gate_that_cannot_judge_skips_with_its_name_and_no_rows() -> None:
     pair = gates.speculation_beats_baseline(session)
     assert pair.skipped and pair.name == gates.SPEC_VS_BASELINE and "no spec and baseline" in pair.message
     assert session.verdict_rows == []
+
+
+@pytest.mark.parametrize(("recorded", "now"), [({}, "builtin"), ({"name": "builtin", "sha256": "x"}, None)])
+def test_drift_refuses_a_baseline_of_another_dataset(recorded: dict, now: str | None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run on a dataset is not judged against a baseline of synthetic prompts, nor the other way round."""
+    from specwatch.profiles.loading import parse_profiles
+    from specwatch.run.options import Config
+    from specwatch.run.session import Reference, Session
+
+    session = Session(Config(), progress=lambda m: None, _profiles=parse_profiles({"server": [{"name": "a"}]}))
+    m = _measurement([], [{}])
+    m.workload = Workload("single-stream", runs=1, dataset=now)
+    session.measurements[("a", "single-stream")] = m
+    extra = {"max_new_tokens": m.workload.max_new_tokens, "concurrency": 1}
+    if recorded:
+        extra["dataset"] = recorded
+    monkeypatch.setattr(session, "reference_samples", lambda *a: Reference([80.0] * 5, "baseline b.json", [], extra))
+    verdict = gates.drift(session, "a")
+    assert verdict.skipped and "recorded with dataset=" in verdict.message and "not comparable" in verdict.message
