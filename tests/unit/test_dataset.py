@@ -88,7 +88,7 @@ def test_a_bad_file_is_one_line_naming_file_and_line(tmp_path: Path, name: str, 
 
 
 def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"dataset .*missing.jsonl: no such file"):
+    with pytest.raises(UsageError, match=r"dataset .*missing.jsonl does not exist"):
         load_dataset(tmp_path / "missing.jsonl")
     with pytest.raises(UsageError, match=r"is a directory"):
         load_dataset(tmp_path)

@@ -33,6 +33,7 @@ from typing import Any
 from specwatch.errors import UsageError
 from specwatch.profiles.schema import Invalid, show
 from specwatch.profiles.tables import LENGTH
+from specwatch.userfile import read_user_file
 
 BUILTIN = "builtin"
 ROLES = ("system", "user", "assistant")
@@ -88,7 +89,7 @@ class Dataset:
         return tuple(e for e in self.entries if e.category in categories)
 
 
-_CACHE: dict[tuple[str, int, int], Dataset] = {}
+_CACHE: dict[str, Dataset] = {}  # by content: a file edited in place is read again
 
 
 def builtin_path() -> Path:
@@ -97,26 +98,13 @@ def builtin_path() -> Path:
 
 
 def load_dataset(source: str | Path) -> Dataset:
-    """The dataset at ``source`` (a path, or ``"builtin"``), parsed once per file version."""
+    """The dataset at ``source`` (a path, or ``"builtin"``), parsed once per file content."""
     path = builtin_path() if str(source) == BUILTIN else Path(source)
     name = BUILTIN if str(source) == BUILTIN else str(path)
-    try:
-        st = path.stat()
-        if path.is_dir():
-            raise UsageError(f"dataset {name}: is a directory, not a file")
-        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-        if key in _CACHE:
-            return _CACHE[key]
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"dataset {name}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"dataset {name}: cannot read it: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise UsageError(f"{name}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
+    raw, text = read_user_file(path, "dataset")
+    key = hashlib.sha256(raw).hexdigest()
+    if key in _CACHE:
+        return _CACHE[key]
     first = text.lstrip()[:1]
     if first == "[":
         entries, skipped = _sharegpt(name, text)
@@ -127,7 +115,7 @@ def load_dataset(source: str | Path) -> Dataset:
                          f"(an array), got {show(text.lstrip()[:20]) if first else 'an empty file'}")
     if not entries:
         raise UsageError(f"{name}: no usable prompts ({skipped} conversation(s) without a human turn)")
-    data = Dataset(name, tuple(entries), hashlib.sha256(raw).hexdigest(), skipped)
+    data = Dataset(name, tuple(entries), key, skipped)
     _CACHE[key] = data
     return data
 

@@ -32,6 +32,7 @@ from specwatch.profiles.schema import (
     one_line,
     show,
 )
+from specwatch.userfile import read_user_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -203,21 +204,7 @@ def load_profiles(path: str | Path | None) -> ProfileSet:
         return parse_profiles(tomllib.loads(text), "<built-in default_profiles.toml>")
     p = Path(path)
     name = str(p) if str(p).isprintable() else show(str(p))
-    try:
-        if p.is_dir():
-            raise UsageError(f"{name}: is a directory, not a profile file")
-        if p.exists() and not p.is_file():
-            raise UsageError(f"{name}: not a regular file")
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"profile file {name} does not exist") from None
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot read profile file: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")  # TOML is UTF-8; a byte-order mark from an editor is harmless
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{name}: not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
-                         "TOML files must be UTF-8") from None
+    _, text = read_user_file(p, "profile file")
     try:
         data = tomllib.loads(text)
     except RecursionError:
