@@ -1,5 +1,5 @@
 """Where the specwatch package lives (the one owner of paths derived from ``__file__``), and the
-default history path that the plugin, the CLI and the store share."""
+default history and baseline paths that the plugin, the CLI and the store share."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 IMPORT_ROOT = PACKAGE_DIR.parent
 #: where a run's history goes unless ``--specwatch-history`` / ``--history`` says otherwise
 DEFAULT_HISTORY = ".specwatch/history.sqlite"
+#: where baselines (and each machine class's A/B round spread) live unless told otherwise
+DEFAULT_BASELINE_DIR = "baselines"
 
 
 def with_specwatch_importable(pythonpath: str | None) -> str:

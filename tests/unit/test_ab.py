@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specwatch.judge import stats
+from specwatch.judge import paired
 from specwatch.revisions import rounds
 
 
@@ -58,7 +58,7 @@ def test_only_keys_in_every_round_of_both_sides_are_judged() -> None:
 
 @given(st.lists(st.floats(0.5, 2.0), min_size=2, max_size=12))
 def test_paired_rounds_ci_contains_the_geometric_mean(ratios: list[float]) -> None:
-    s = stats.paired_rounds(ratios)
+    s = paired.paired_rounds(ratios)
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     assert s.low <= geo * (1 + 1e-9) and geo <= s.high * (1 + 1e-9)
     assert s.ratio == pytest.approx(geo)
@@ -80,3 +80,77 @@ def test_ab_usage_errors_are_one_line_before_any_worktree(argv: list[str], capsy
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------------------------
+# the round spread of earlier A/B runs (a prior pooled with few rounds)
+
+
+def test_round_prior_pools_each_runs_spread_around_its_own_mean() -> None:
+    # a constant 5 % slowdown in one run does not inflate the spread: residuals are within-run
+    prior = paired.round_prior([[1.0, 1.01, 0.99], [0.95, 0.96, 0.94], [1.2]])
+    assert prior is not None and prior.df == 4
+    assert prior.spread == pytest.approx(0.01, rel=0.05)
+    assert paired.round_prior([[1.0], []]) is None
+
+
+def test_a_prior_turns_two_rounds_of_a_2_percent_slowdown_into_a_regression() -> None:
+    base = _rounds([200, 203])
+    head = _rounds([196.5, 198.2])  # -1.8 %, -2.4 %
+    (alone,) = rounds.judge(base, head, tolerance=0.005, alpha=0.01)
+    assert alone.verdict == rounds.UNSURE  # 1 degree of freedom: t(0.99) = 31.8
+    prior = paired.RoundPrior(0.005, 14)
+    (pooled,) = rounds.judge(base, head, tolerance=0.005, alpha=0.01,
+                             priors={"decode_tok_s": (prior, "14 df of earlier runs")})
+    assert pooled.verdict == rounds.REGRESSION
+    assert pooled.rounds.df == 15 and pooled.rounds.pooled_spread is not None
+    assert "pooled with 0.5% over 14 df of 14 df of earlier runs" in pooled.message
+
+
+def test_a_prior_cannot_hide_a_run_whose_own_rounds_disagree() -> None:
+    # the run's own spread is pooled in: rounds far apart widen the interval even with a tight prior
+    base = _rounds([200, 200, 200, 200])
+    head = _rounds([180, 220, 175, 226])
+    (k,) = rounds.judge(base, head, tolerance=0.01, priors={"decode_tok_s": (paired.RoundPrior(0.002, 6), "x")})
+    assert k.verdict == rounds.UNSURE
+    assert k.rounds.pooled_spread > 0.05
+
+
+def test_round_prior_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        paired.RoundPrior(float("nan"), 3)
+    with pytest.raises(ValueError):
+        paired.RoundPrior(0.01, 0)
+
+
+def test_round_spread_file_round_trips_and_keeps_runs_of_two_rounds(tmp_path: Path) -> None:
+    from specwatch.store.roundspread import RoundSpread
+
+    spread = RoundSpread.for_class(tmp_path, "h200x1")
+    assert spread.prior("decode_tok_s") is None and not spread.path.exists()
+    spread.add("decode_tok_s", [1.0, 1.01, 0.99], "a -> b")
+    spread.add("decode_tok_s", [0.97], "one round says nothing of the spread")
+    path = spread.save()
+    assert path == tmp_path / "h200x1" / "round-spread.json"
+    again = RoundSpread.for_class(tmp_path, "h200x1")
+    assert [r.ratios for r in again.runs] == [(1.0, 1.01, 0.99)]
+    assert again.prior("decode_tok_s") == paired.round_prior([[1.0, 1.01, 0.99]])
+    assert again.prior("output_tok_s") is None
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ('{"runs": []}', 'no "version" field'),
+    ('{"version": 1, "runs": [{"metric": "m"}]}', "run 0 needs a metric and a list of ratios"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": ["x"]}]}', "run 0 needs"),
+    ('{"version": 9, "runs": []}', "newer than this specwatch reads"),
+    ("not json", "not readable JSON"),
+])
+def test_a_broken_round_spread_file_is_one_line(tmp_path: Path, text: str, fragment: str) -> None:
+    from specwatch.errors import UsageError
+    from specwatch.store.roundspread import RoundSpread
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "round-spread.json").write_text(text)
+    with pytest.raises(UsageError, match=fragment.replace("(", r"\(")) as info:
+        RoundSpread.for_class(tmp_path, "c")
+    assert "\n" not in str(info.value)

@@ -7,6 +7,7 @@ __all__ = [
     "compare",
     "diagnose",
     "levels",
+    "paired",
     "replay",
     "speculative",
     "stats",

@@ -399,38 +399,6 @@ def summarize(
 
 
 @dataclass(frozen=True)
-class PairedRounds:
-    """Per-round ratios of two sides measured in alternating rounds, summarised on the log scale.
-
-    ``ratio`` is the geometric mean of the rounds' ratios, ``low``/``high`` its two-sided CI at
-    ``confidence`` (Student's t on the log ratios: each round is one independent pair, the runs
-    inside a boot are not), ``p`` the two-sided p of "no difference".
-    """
-
-    rounds: int
-    ratio: float
-    low: float
-    high: float
-    p: float
-    spread: float  # standard deviation of the log ratios (≈ the relative round-to-round noise)
-
-
-def paired_rounds(ratios: Sequence[float], confidence: float = 0.90) -> PairedRounds:
-    """Summarise per-round ratios (head/base, one per alternating round); needs ≥ 2 rounds."""
-    x = np.log(_as_array(ratios, "ratios"))
-    if x.size < 2:
-        raise ValueError("paired_rounds needs at least 2 rounds")
-    mean, sd = float(x.mean()), float(x.std(ddof=1))
-    se = sd / math.sqrt(x.size)
-    if se == 0:
-        return PairedRounds(int(x.size), math.exp(mean), math.exp(mean), math.exp(mean),
-                            0.0 if mean else 1.0, 0.0)
-    t = float(_sps.t.ppf(0.5 + confidence / 2, df=x.size - 1))
-    p = float(2 * _sps.t.sf(abs(mean) / se, df=x.size - 1))
-    return PairedRounds(int(x.size), math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se), p, sd)
-
-
-@dataclass(frozen=True)
 class DriftTolerance:
     """How far a healthy session may land from a baseline, from the session-to-session spread.
 

@@ -27,18 +27,22 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.revisions import git
 from specwatch.revisions.memo import Memo
 from specwatch.revisions.rounds import (
     DEFAULT_METRICS,
     REGRESSION,
     UNSURE,
+    Priors,
+    PriorSource,
     Rounds,
     RoundSettings,
     Side,
     alternate,
 )
 from specwatch.revisions.step import MeasureConfig
+from specwatch.store.roundspread import RoundSpread
 
 PREFIX = "[ab]"
 DEFAULT_TOLERANCE = 0.01
@@ -66,11 +70,16 @@ def run_ab(
     metrics: Sequence[str] = DEFAULT_METRICS,
     tolerance: float = DEFAULT_TOLERANCE,
     alpha: float = 0.01,
+    round_history: Path | None = None,
+    record_rounds: bool = False,
     out: TextIO | None = None,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
 
-    InfraError when a side cannot be measured, UsageError when the sides share no judged key.
+    ``round_history``: the baseline folder whose ``<machine-class>/round-spread.json`` holds the
+    round spread of earlier A/B runs, pooled with this run's rounds (None: these rounds alone);
+    ``record_rounds``: add this run's rounds to that file. InfraError when a side cannot be
+    measured, UsageError when the sides share no judged key.
     """
     out = out or sys.stdout
     settings = settings_of(rounds, max_rounds, tolerance, metrics, alpha)
@@ -81,7 +90,8 @@ def run_ab(
           f"tolerance {settings.tolerance:.1%}, memo {memo.root}", file=out, flush=True)
     outcome = alternate(base, head, cfg=cfg, memo=memo, session=session, settings=settings,
                         ident=lambda side, r: f"{side.name}-{side.ident}-{session}-r{r}", head_first=False,
-                        lead=PREFIX, out=out, settle_every_key=True)
+                        lead=PREFIX, out=out, settle_every_key=True,
+                        priors=prior_source(round_history, settings.metrics, out) if round_history else None)
     if outcome.failed is not None:
         side = base if outcome.failed_side == base.name else head
         raise InfraError(f"round {outcome.rounds + 1}: {side.name} ({side.label}) could not be measured: "
@@ -89,7 +99,31 @@ def run_ab(
     if not outcome.keys:
         raise UsageError(f"the two sides share no result key of {', '.join(settings.metrics)}; do both runs "
                          f"measure the same servers (same profile names)?")
+    if record_rounds and round_history is not None and outcome.machine_class:
+        spread = RoundSpread.for_class(round_history, outcome.machine_class)
+        for k in outcome.keys:
+            spread.add(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}")
+        print(f"{PREFIX} this run's rounds added to {spread.save()}", file=out, flush=True)
     return outcome
+
+
+def prior_source(round_history: Path, metrics: Sequence[str], out: TextIO) -> PriorSource:
+    """The round spread of earlier A/B runs of a machine class, read from ``round_history``."""
+
+    def priors(machine_class: str | None) -> Priors:
+        if not machine_class:
+            print(f"{PREFIX} the results record no machine class: judged on these rounds alone", file=out)
+            return {}
+        spread = RoundSpread.for_class(round_history, machine_class)
+        found = {m: (p, spread.describe(m)) for m in metrics if (p := spread.prior(m)) is not None}
+        if not found:
+            print(f"{PREFIX} no earlier A/B rounds in {spread.path}: judged on these rounds alone "
+                  f"(--record-rounds keeps them for the next run)", file=out, flush=True)
+        for m, (p, where) in found.items():
+            print(f"{PREFIX} {m}: round spread {p.spread:.2%} over {p.df} df from {where}", file=out, flush=True)
+        return found
+
+    return priors
 
 
 def report(outcome: Rounds, out: TextIO) -> int:
@@ -166,6 +200,12 @@ class AB:
         parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                             help=f"smallest slowdown that counts (default {DEFAULT_TOLERANCE})")
         parser.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
+        parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
+                            help="baseline folder whose <machine-class>/round-spread.json holds earlier A/B runs' "
+                                 "round spread, pooled with this run's rounds (default: %(default)s; 'none': "
+                                 "these rounds alone)")
+        parser.add_argument("--record-rounds", action="store_true",
+                            help="add this run's per-round ratios to that round-spread file")
         parser.add_argument("--metric", action="append", default=None,
                             help=f"metric(s) judged (default: {', '.join(DEFAULT_METRICS)})")
         parser.add_argument("--memo", default=None, help="memo directory (default: <git-dir>/specwatch/bisect)")
@@ -190,7 +230,11 @@ class AB:
             common: dict[str, Any] = dict(
                 pytest_args=rest, setup=args.setup, python=args.python, workdir=args.workdir,
                 timeout_s=args.timeout_s, rounds=args.rounds, max_rounds=args.max_rounds,
-                metrics=tuple(args.metric or DEFAULT_METRICS), tolerance=args.tolerance, alpha=args.alpha, out=out)
+                metrics=tuple(args.metric or DEFAULT_METRICS), tolerance=args.tolerance, alpha=args.alpha, out=out,
+                round_history=None if args.round_history == "none" else Path(args.round_history).resolve(),
+                record_rounds=args.record_rounds)
+            if args.record_rounds and args.round_history == "none":
+                raise UsageError("--record-rounds needs a --round-history folder, not 'none'")
             if args.base_profile or args.head_profile:
                 if args.repo or args.base or args.head or not (args.base_profile and args.head_profile):
                     raise UsageError("give --repo/--base/--head, or both --base-profile and --head-profile")

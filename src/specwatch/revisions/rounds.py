@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from specwatch.errors import UsageError
-from specwatch.judge import stats
+from specwatch.errors import SpecwatchError, UsageError
+from specwatch.judge import paired
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun
 from specwatch.revisions.step import MeasureConfig, measure, samples_of
+from specwatch.store.result import ResultSet
 
 #: what is judged unless told otherwise: the throughput the drift gates judge
 DEFAULT_METRICS = ("output_tok_s", "decode_tok_s")
@@ -33,6 +34,10 @@ NO_REGRESSION, REGRESSION, UNSURE = "no_regression", "regression", "unsure"
 
 #: key -> (samples, unit, higher_is_better) of one results file
 Found = Mapping[str, tuple[list[float], str, bool]]
+#: metric -> (the round spread of earlier A/B runs on this machine class, where it comes from)
+Priors = Mapping[str, tuple[paired.RoundPrior, str]]
+#: the priors of a machine class (None: unknown class), see :mod:`specwatch.store.roundspread`
+PriorSource = Callable[[str | None], Priors]
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ class KeyVerdict:
     base_median: float
     head_median: float
     n: int
-    rounds: stats.PairedRounds
+    rounds: paired.PairedRounds
     round_ratios: list[float]
     verdict: str
     message: str
@@ -125,6 +130,7 @@ class Rounds:
     last: dict[str, RevisionRun] = field(default_factory=dict)  # side name -> its last usable measurement
     failed: RevisionRun | None = None  # the measurement the loop stopped at: its side could not be measured
     failed_side: str | None = None
+    machine_class: str | None = None  # as the first measurement's results file records it
 
     @property
     def verdict(self) -> str:
@@ -138,7 +144,7 @@ class Rounds:
         return self.failed.reason if self.failed.verdict == SKIP else "no samples in its results file"
 
 
-def decide(rounds: stats.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:
+def decide(rounds: paired.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:
     """(verdict, reason) of paired rounds: regression when head is significantly slower (one-sided
     p < alpha) and worse than the tolerance; no regression when the one-sided 1 - alpha bound rules
     out a slowdown beyond the tolerance; else unsure."""
@@ -151,8 +157,9 @@ def decide(rounds: stats.PairedRounds, higher_is_better: bool, tolerance: float,
         return REGRESSION, f"{change} is worse than the {tolerance:.1%} tolerance (one-sided p={p_worse:.2g})"
     if low > 1 - tolerance:
         return NO_REGRESSION, f"{change}; the CI rules out a slowdown beyond {tolerance:.1%}"
-    return UNSURE, (f"{change}: {rounds.rounds} rounds that disagree by {rounds.spread:.1%} can neither show nor "
-                    f"rule out a slowdown beyond {tolerance:.1%}")
+    spread = rounds.spread if rounds.pooled_spread is None else rounds.pooled_spread
+    return UNSURE, (f"{change}: {rounds.rounds} rounds at a round-to-round spread of {spread:.1%} can neither show "
+                    f"nor rule out a slowdown beyond {tolerance:.1%}")
 
 
 def judge(
@@ -162,8 +169,13 @@ def judge(
     metrics: Sequence[str] = DEFAULT_METRICS,
     tolerance: float = 0.01,
     alpha: float = DEFAULT_ALPHA,
+    priors: Priors | None = None,
 ) -> list[KeyVerdict]:
-    """Pure: verdicts of the keys (of ``metrics``) present in every round of both sides."""
+    """Pure: verdicts of the keys (of ``metrics``) present in every round of both sides.
+
+    ``priors`` (metric -> round spread of earlier A/B runs, and its source): that spread is pooled
+    with this run's rounds (:func:`specwatch.judge.paired.paired_rounds`), and the message says so.
+    """
     keys = set.intersection(*(set(r) for r in [*base_rounds, *head_rounds])) if base_rounds and head_rounds else set()
     chosen = sorted(k for k in keys if k.rsplit("/", 1)[-1] in metrics)
     out = []
@@ -174,15 +186,27 @@ def judge(
         ratios = [h / b for b, h in pairs if b > 0 and h > 0]
         if len(ratios) < 2:
             continue
-        summary = stats.paired_rounds(ratios, confidence=1 - 2 * alpha)
+        prior, source = (priors or {}).get(key.rsplit("/", 1)[-1], (None, ""))
+        summary = paired.paired_rounds(ratios, confidence=1 - 2 * alpha, prior=prior)
         verdict, why = decide(summary, higher, tolerance, alpha)
         base_all = [x for r in base_rounds for x in r[key][0]]
         head_all = [x for r in head_rounds for x in r[key][0]]
+        design = (f"round-to-round spread {summary.spread:.1%} of these rounds alone" if prior is None else
+                  f"round-to-round spread {summary.spread:.1%}, pooled with {prior.spread:.1%} over {prior.df} df "
+                  f"of {source}: {summary.pooled_spread:.1%} over {summary.df} df")
         message = (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over "
-                   f"{summary.rounds} rounds, round-to-round spread {summary.spread:.1%}")
+                   f"{summary.rounds} rounds, each a fresh boot of both sides; {design}")
         out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
                               len(head_all), summary, ratios, verdict, message, tolerance))
     return out
+
+
+def machine_class_of(results: str | None) -> str | None:
+    """The machine class a results file records (None when it cannot be read)."""
+    try:
+        return ResultSet.load(results).machine_class if results else None
+    except (SpecwatchError, OSError):
+        return None
 
 
 def side_config(cfg: MeasureConfig, side: Side, history: Path) -> MeasureConfig:
@@ -215,6 +239,7 @@ def alternate(
     lead: str,
     out: TextIO,
     settle_every_key: bool = False,
+    priors: PriorSource | None = None,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
 
@@ -224,11 +249,13 @@ def alternate(
     unsure, not only while the overall verdict is (``ab`` reports every key). The rounds' pytest
     runs record into a history file of the memo, never the user's. Stops early, with ``failed``
     set, at a side that cannot be measured, and with no keys when the two sides share no key of
-    the judged metrics.
+    the judged metrics. ``priors``: the round spread of earlier A/B runs, by machine class (asked
+    once, with the class the first results file records).
     """
     history = memo.root / f"history-{session}.sqlite"
     taken: dict[str, list[Found]] = {base.name: [], head.name: []}
     result = Rounds([], 0)
+    known: Priors | None = None
     while result.rounds < settings.max_rounds:
         n = result.rounds + 1
         order = (head, base) if (n % 2 == 1) == head_first else (base, head)
@@ -242,13 +269,17 @@ def alternate(
                 return result
             taken[side.name].append(found)
             result.last[side.name] = m
+            if result.machine_class is None:
+                result.machine_class = machine_class_of(m.results)
             print(f"{lead} round {n} {side.name}: {headline(found, settings.metrics)} ({m.seconds:.1f} s)",
                   file=out, flush=True)
         result.rounds = n
         if n < settings.rounds:
             continue
+        if known is None:
+            known = priors(result.machine_class) if priors else {}
         result.keys = judge(taken[base.name], taken[head.name], metrics=settings.metrics,
-                            tolerance=settings.tolerance, alpha=settings.alpha)
+                            tolerance=settings.tolerance, alpha=settings.alpha, priors=known)
         settled = [k.verdict != UNSURE for k in result.keys]
         if not result.keys or (all(settled) if settle_every_key else result.verdict != UNSURE):
             return result

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.errors import UsageError
-from specwatch.paths import DEFAULT_HISTORY
+from specwatch.paths import DEFAULT_BASELINE_DIR, DEFAULT_HISTORY
 
 
 def _number(text: str, what: str) -> float:
@@ -131,7 +131,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("warmup", "warmup runs per workload, excluded from samples", _non_negative_int, None),
     Option("tolerance", "regression tolerance as a fraction or percentage", _fraction, 0.05),
     Option("alpha", "significance level for regression verdicts", _probability, 0.01),
-    Option("baseline_dir", "directory of stored baselines", str, "baselines"),
+    Option("baseline_dir", "directory of stored baselines", str, DEFAULT_BASELINE_DIR),
     Option("require_baseline", "fail (not skip) a drift test whose stored baseline is missing: a perf gate "
            "that silently did not compare is worse than one that fails (on in the CI templates)", _bool, False, True),
     Option("project", "the project folder that relative baseline, report and history paths start from "

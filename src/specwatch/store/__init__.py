@@ -12,5 +12,6 @@ __all__ = [
     "history_sqlite",
     "machine",
     "result",
+    "roundspread",
     "sessions",
 ]

@@ -1,0 +1,89 @@
+"""Paired rounds: the A/B of two sides measured in alternating rounds, judged on the rounds' ratios.
+
+Pure: each round is one independent pair (the runs inside a boot share its luck), so the rounds'
+log ratios are the samples; a prior round spread from earlier A/B runs can be pooled in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _sps
+
+from specwatch.judge.stats import _as_array
+
+
+@dataclass(frozen=True)
+class PairedRounds:
+    """Per-round ratios of two sides measured in alternating rounds, summarised on the log scale.
+
+    ``ratio`` is the geometric mean of the rounds' ratios, ``low``/``high`` its two-sided CI at
+    ``confidence`` (Student's t on the log ratios: each round is one independent pair, the runs
+    inside a boot are not), ``p`` the two-sided p of "no difference". With a :class:`RoundPrior`
+    the round-to-round variance is pooled with the one measured before on the machine class
+    (``df`` counts both), so few rounds still give a usable interval.
+    """
+
+    rounds: int
+    ratio: float
+    low: float
+    high: float
+    p: float
+    spread: float  # standard deviation of the log ratios (≈ the relative round-to-round noise)
+    pooled_spread: float | None = None  # the spread the interval used, pooled with a prior (None: no prior)
+    df: int | None = None  # degrees of freedom of the interval's spread
+
+
+@dataclass(frozen=True)
+class RoundPrior:
+    """The round-to-round spread (SD of log head/base ratios around their mean) measured on earlier
+    A/B runs of one machine class, with its degrees of freedom (rounds - 1, summed over runs)."""
+
+    spread: float
+    df: int
+
+    def __post_init__(self) -> None:
+        if not (self.spread >= 0 and math.isfinite(self.spread)) or self.df < 1:
+            raise ValueError(f"a round prior needs a finite spread >= 0 and df >= 1, got {self.spread}, {self.df}")
+
+
+def round_prior(residual_sets: Sequence[Sequence[float]]) -> RoundPrior | None:
+    """Pool per-run round ratios into a prior: each run's log ratios around their own mean (a real
+    difference between the sides does not inflate it); None when no run has two rounds."""
+    ss, df = 0.0, 0
+    for ratios in residual_sets:
+        x = np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float))
+        if x.size >= 2:
+            ss += float(((x - x.mean()) ** 2).sum())
+            df += int(x.size - 1)
+    return RoundPrior(math.sqrt(ss / df), df) if df else None
+
+
+def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: RoundPrior | None = None) -> PairedRounds:
+    """Summarise per-round ratios (head/base, one per alternating round); needs ≥ 2 rounds, or 1
+    with a ``prior`` (whose spread then stands for the round-to-round noise alone)."""
+    x = np.log(_as_array(ratios, "ratios"))
+    if x.size < (1 if prior else 2):
+        raise ValueError("paired_rounds needs at least 2 rounds (1 with a prior)")
+    mean = float(x.mean())
+    sd = float(x.std(ddof=1)) if x.size >= 2 else 0.0
+    if prior is not None:  # pooled variance, as in a moderated t: the prior's df plus this run's
+        df = prior.df + x.size - 1
+        used = math.sqrt((prior.df * prior.spread**2 + (x.size - 1) * sd**2) / df)
+    else:
+        df, used = x.size - 1, sd
+    se = used / math.sqrt(x.size)
+    pooled = used if prior is not None else None
+    if se == 0:
+        return PairedRounds(int(x.size), math.exp(mean), math.exp(mean), math.exp(mean),
+                            0.0 if mean else 1.0, sd, pooled, int(df))
+    t = float(_sps.t.ppf(0.5 + confidence / 2, df=df))
+    p = float(2 * _sps.t.sf(abs(mean) / se, df=df))
+    return PairedRounds(int(x.size), math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se), p, sd,
+                        pooled, int(df))
+
+
+__all__ = ["PairedRounds", "RoundPrior", "paired_rounds", "round_prior"]

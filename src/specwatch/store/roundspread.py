@@ -1,0 +1,94 @@
+"""The round-to-round spread of earlier A/B runs, per machine class: ``<baseline-dir>/<class>/round-spread.json``.
+
+An A/B verdict judges per-round head/base ratios. With few rounds, the spread of this run's rounds
+alone is a poor estimate (Student's t with 1-3 degrees of freedom is wide), so a verdict of a
+2 % change would need many rounds, each a fresh boot of both sides. The spread between rounds is
+a property of the machine class and the server (boot-to-boot luck), not of the change under test:
+each earlier A/B run's log ratios around their own mean measure it. This file keeps them, and
+:func:`specwatch.judge.stats.round_prior` pools them into the prior that ``specwatch ab`` combines
+with its own rounds (a moderated t). Reviewed in git like the baselines beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from specwatch.errors import UsageError
+from specwatch.judge.paired import RoundPrior, round_prior
+from specwatch.store.result import atomic_write_json, load_versioned
+
+FORMAT_VERSION = 1
+FILE_NAME = "round-spread.json"
+#: the most recent runs kept per metric: a machine class's spread is a moving target
+KEEP_RUNS = 200
+
+
+@dataclass(frozen=True)
+class RoundRun:
+    """One earlier A/B run's per-round ratios of one metric."""
+
+    metric: str
+    ratios: tuple[float, ...]
+    recorded: str
+    label: str
+
+
+class RoundSpread:
+    """The round-spread file of one machine class (may not exist yet)."""
+
+    def __init__(self, path: str | Path, machine_class: str, runs: Sequence[RoundRun] = ()) -> None:
+        self.path = Path(path)
+        self.machine_class = machine_class
+        self.runs = list(runs)
+
+    @classmethod
+    def for_class(cls, baseline_dir: str | Path, machine_class: str) -> RoundSpread:
+        """The file of ``machine_class`` under ``baseline_dir``, read when it exists (UsageError when broken)."""
+        path = Path(baseline_dir) / machine_class / FILE_NAME
+        if not path.exists():
+            return cls(path, machine_class)
+        data = load_versioned(path, "round-spread", FORMAT_VERSION, {})
+        runs = []
+        for i, run in enumerate(data.get("runs", [])):
+            try:
+                ratios = tuple(float(r) for r in run["ratios"])
+                runs.append(RoundRun(str(run["metric"]), ratios, str(run.get("recorded", "")),
+                                     str(run.get("label", ""))))
+            except (KeyError, TypeError, ValueError):
+                raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios") from None
+        return cls(path, str(data.get("machine_class", machine_class)), runs)
+
+    def prior(self, metric: str) -> RoundPrior | None:
+        """The pooled round-to-round spread of ``metric`` (None when no earlier run has two rounds)."""
+        return round_prior([r.ratios for r in self.runs if r.metric == metric])
+
+    def describe(self, metric: str) -> str:
+        """Where a prior comes from, for a verdict's message."""
+        n = sum(1 for r in self.runs if r.metric == metric and len(r.ratios) >= 2)
+        return f"{n} earlier A/B run(s) on {self.machine_class} ({self.path})"
+
+    def add(self, metric: str, ratios: Sequence[float], label: str) -> None:
+        """Append one run's ratios (kept only with two rounds or more: one round says nothing of the spread)."""
+        if len(ratios) >= 2:
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label))
+
+    def save(self) -> Path:
+        """Write the file atomically, the most recent ``KEEP_RUNS`` runs of each metric."""
+        kept: list[RoundRun] = []
+        for metric in dict.fromkeys(r.metric for r in self.runs):
+            kept += [r for r in self.runs if r.metric == metric][-KEEP_RUNS:]
+        data: dict[str, Any] = {
+            "version": FORMAT_VERSION,
+            "machine_class": self.machine_class,
+            "runs": [{"metric": r.metric, "ratios": list(r.ratios), "recorded": r.recorded, "label": r.label}
+                     for r in kept],
+        }
+        return atomic_write_json(self.path, data)
+
+
+__all__ = ["FILE_NAME", "FORMAT_VERSION", "RoundRun", "RoundSpread"]
