@@ -491,14 +491,15 @@ def test_cli_arguments_split_at_double_dash() -> None:
     args = parser.parse_args(["--repo", "r", "--base", "b", "--rounds", "3", "a.patch", "b.patch", "--", "-m", "perf",
                               "--x"])
     assert bisection.split_pytest_args(args.patches_and_args) == (["a.patch", "b.patch"], ["-m", "perf", "--x"])
-    assert bisection.step_options(args) == dict(rounds=3, max_rounds=None, tolerance=0.05, metrics=None, alpha=0.01)
+    assert bisection.step_options(args) == dict(rounds=3, max_rounds=None, tolerance=0.05, metrics=None, alpha=0.01,
+                                                 round_history="baselines")
     parser = argparse.ArgumentParser()
     gitbisect.Bisect.add_arguments(parser)
     args = parser.parse_args(["--repo", "r", "--good", "g", "--bad", "b", "--max-rounds", "6", "--tolerance", "0.1",
                               "--metric", "decode_tok_s", "--", "-m", "perf"])
     assert bisection.split_pytest_args(args.pytest_args) == ([], ["-m", "perf"])
     assert bisection.step_options(args) == dict(rounds=2, max_rounds=6, tolerance=0.1, metrics=["decode_tok_s"],
-                                              alpha=0.01)
+                                              alpha=0.01, round_history="baselines")
 
 
 def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
@@ -534,3 +535,44 @@ def test_arguments_naming_the_repository_are_warned_about(tmp_path: Path) -> Non
                               tmp_path / "h.sqlite")
     assert got.pytest_args == (f"--p={tmp_path}/tree/p.toml", f"--specwatch-history={tmp_path}/h.sqlite")
     assert got.setup == f"cd {tmp_path}/tree"
+
+
+def test_a_step_pools_the_machine_class_round_spread_and_says_so(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rounds of a 2 % slowdown: unsure on their own (1 degree of freedom: a third round is
+    needed), bad with the round spread of earlier A/B runs of the machine class that the results
+    files record."""
+    from specwatch.store.roundspread import RoundSpread
+
+    def measure(checkout: Path, cfg: MeasureConfig, memo: Memo, ident: str, label: str, **kw: Any) -> RevisionRun:
+        side = ident.rsplit("-", 2)[1]
+        value = numbers[side].pop(0)
+        results = memo.results_path(ident)
+        ResultSet(results=[Result.make("p", "w", "output_tok_s", unit="tok/s", higher_is_better=True,
+                                       samples=[value] * 3)], machine={"machine_class": "h200x1"}).save(results)
+        entry = RevisionRun(ident, label, GOOD, "ok", 0, str(results), 1.0, "now", "x")
+        memo.put(entry)
+        return entry
+
+    monkeypatch.setattr(rounds, "measure", measure)
+    good, step = sides(tmp_path)
+    history = tmp_path / "baselines"
+    spread = RoundSpread.for_class(history, "h200x1")
+    spread.add("output_tok_s", [1.0, 1.004, 0.996, 1.002], "earlier A/A")
+    spread.add("output_tok_s", [0.98, 0.975, 0.985], "earlier slowdown")
+    spread.save()
+    verdicts = {}
+    for history_dir in (None, history):
+        numbers = {"good": [100.0, 100.2, 100.1, 99.9], "step": [98.1, 97.9, 98.2, 97.8]}
+        out = io.StringIO()
+        entry = bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()),
+                                  memo=Memo(tmp_path / f"memo-{history_dir is None}"),
+                                  settings=bisection.step_settings(tolerance=0.01, round_history=history_dir),
+                                  session="x", out=out)
+        verdicts[history_dir is not None] = (entry, out.getvalue())
+    alone, pooled = verdicts[False], verdicts[True]
+    assert alone[0].verdict == BAD and alone[0].detail["rounds"] == 3, alone[1]
+    assert "unsure after 2 rounds" in alone[1] and "judged on these rounds alone" not in alone[1]
+    assert pooled[0].verdict == BAD and pooled[0].detail["rounds"] == 2, pooled[1]
+    assert "output_tok_s: round spread 0.42% over 5 df from 2 earlier A/B run(s) on h200x1" in pooled[1]
+    assert "pooled with 0.4% over 5 df" in pooled[0].detail["keys"][0]["message"]

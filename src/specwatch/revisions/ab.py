@@ -34,8 +34,6 @@ from specwatch.revisions.rounds import (
     DEFAULT_METRICS,
     REGRESSION,
     UNSURE,
-    Priors,
-    PriorSource,
     Rounds,
     RoundSettings,
     Side,
@@ -50,9 +48,11 @@ DEFAULT_ROUNDS = 4
 
 
 def settings_of(rounds: int = DEFAULT_ROUNDS, max_rounds: int | None = None, tolerance: float = DEFAULT_TOLERANCE,
-                metrics: Sequence[str] | None = None, alpha: float = 0.01) -> RoundSettings:
+                metrics: Sequence[str] | None = None, alpha: float = 0.01,
+                round_history: str | Path | None = None) -> RoundSettings:
     """ab's round settings: ``max_rounds`` defaults to twice ``rounds``; UsageError when invalid."""
-    return RoundSettings.make(rounds, 2 * rounds if max_rounds is None else max_rounds, tolerance, metrics, alpha)
+    return RoundSettings.make(rounds, 2 * rounds if max_rounds is None else max_rounds, tolerance, metrics, alpha,
+                              round_history)
 
 
 def run_ab(
@@ -70,7 +70,7 @@ def run_ab(
     metrics: Sequence[str] = DEFAULT_METRICS,
     tolerance: float = DEFAULT_TOLERANCE,
     alpha: float = 0.01,
-    round_history: Path | None = None,
+    round_history: str | Path | None = None,
     record_rounds: bool = False,
     out: TextIO | None = None,
 ) -> Rounds:
@@ -82,7 +82,7 @@ def run_ab(
     measured, UsageError when the sides share no judged key.
     """
     out = out or sys.stdout
-    settings = settings_of(rounds, max_rounds, tolerance, metrics, alpha)
+    settings = settings_of(rounds, max_rounds, tolerance, metrics, alpha, round_history)
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
     memo = Memo(memo_root / cfg.fingerprint("ab", base.ident, head.ident))
     session = uuid.uuid4().hex[:12]
@@ -90,8 +90,7 @@ def run_ab(
           f"tolerance {settings.tolerance:.1%}, memo {memo.root}", file=out, flush=True)
     outcome = alternate(base, head, cfg=cfg, memo=memo, session=session, settings=settings,
                         ident=lambda side, r: f"{side.name}-{side.ident}-{session}-r{r}", head_first=False,
-                        lead=PREFIX, out=out, settle_every_key=True,
-                        priors=prior_source(round_history, settings.metrics, out) if round_history else None)
+                        lead=PREFIX, out=out, settle_every_key=True)
     if outcome.failed is not None:
         side = base if outcome.failed_side == base.name else head
         raise InfraError(f"round {outcome.rounds + 1}: {side.name} ({side.label}) could not be measured: "
@@ -99,31 +98,12 @@ def run_ab(
     if not outcome.keys:
         raise UsageError(f"the two sides share no result key of {', '.join(settings.metrics)}; do both runs "
                          f"measure the same servers (same profile names)?")
-    if record_rounds and round_history is not None and outcome.machine_class:
-        spread = RoundSpread.for_class(round_history, outcome.machine_class)
+    if record_rounds and settings.round_history and outcome.machine_class:
+        spread = RoundSpread.for_class(settings.round_history, outcome.machine_class)
         for k in outcome.keys:
             spread.add(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}")
         print(f"{PREFIX} this run's rounds added to {spread.save()}", file=out, flush=True)
     return outcome
-
-
-def prior_source(round_history: Path, metrics: Sequence[str], out: TextIO) -> PriorSource:
-    """The round spread of earlier A/B runs of a machine class, read from ``round_history``."""
-
-    def priors(machine_class: str | None) -> Priors:
-        if not machine_class:
-            print(f"{PREFIX} the results record no machine class: judged on these rounds alone", file=out)
-            return {}
-        spread = RoundSpread.for_class(round_history, machine_class)
-        found = {m: (p, spread.describe(m)) for m in metrics if (p := spread.prior(m)) is not None}
-        if not found:
-            print(f"{PREFIX} no earlier A/B rounds in {spread.path}: judged on these rounds alone "
-                  f"(--record-rounds keeps them for the next run)", file=out, flush=True)
-        for m, (p, where) in found.items():
-            print(f"{PREFIX} {m}: round spread {p.spread:.2%} over {p.df} df from {where}", file=out, flush=True)
-        return found
-
-    return priors
 
 
 def report(outcome: Rounds, out: TextIO) -> int:
@@ -231,8 +211,7 @@ class AB:
                 pytest_args=rest, setup=args.setup, python=args.python, workdir=args.workdir,
                 timeout_s=args.timeout_s, rounds=args.rounds, max_rounds=args.max_rounds,
                 metrics=tuple(args.metric or DEFAULT_METRICS), tolerance=args.tolerance, alpha=args.alpha, out=out,
-                round_history=None if args.round_history == "none" else Path(args.round_history).resolve(),
-                record_rounds=args.record_rounds)
+                round_history=args.round_history, record_rounds=args.record_rounds)
             if args.record_rounds and args.round_history == "none":
                 raise UsageError("--record-rounds needs a --round-history folder, not 'none'")
             if args.base_profile or args.head_profile:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.report.table import fmt_num
 from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
 from specwatch.revisions.rounds import (
@@ -56,10 +57,11 @@ def step_settings(
     tolerance: float = DEFAULT_TOLERANCE,
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
+    round_history: str | None = None,
 ) -> RoundSettings:
     """A bisection's validated round settings (UsageError otherwise); ``max_rounds`` defaults to max(4, rounds)."""
     return RoundSettings.make(rounds, max(DEFAULT_MAX_ROUNDS, rounds) if max_rounds is None else max_rounds,
-                              tolerance, metrics, alpha)
+                              tolerance, metrics, alpha, round_history)
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,12 +306,16 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"metric(s) judged, repeatable (default: {', '.join(DEFAULT_METRICS)})")
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                         help=f"significance level of a regression (default {DEFAULT_ALPHA})")
+    parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
+                        help="baseline folder whose <machine-class>/round-spread.json (written by specwatch ab "
+                             "--record-rounds) gives the round spread pooled with each step's rounds "
+                             "(default: %(default)s; 'none': each step's rounds alone)")
 
 
 def step_options(args: argparse.Namespace) -> dict[str, Any]:
     """The round settings among parsed arguments, as keywords of the bisect functions."""
     return dict(rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance, metrics=args.metric,
-                alpha=args.alpha)
+                alpha=args.alpha, round_history=args.round_history)
 
 
 def split_pytest_args(rest: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -150,6 +150,7 @@ def bisect_commits(
     tolerance: float = DEFAULT_TOLERANCE,
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
+    round_history: str | None = None,
     out: TextIO | None = None,
 ) -> BisectOutcome:
     """Find the first commit in good..bad that an A/B against `good` calls a regression.
@@ -160,7 +161,7 @@ def bisect_commits(
     revision cannot be measured). Always restores the original checkout.
     """
     out = out or sys.stdout
-    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha)
+    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha, round_history)
     top = git.toplevel(repo)
     good_sha, bad_sha = git.resolve_rev(top, good, "--good"), git.resolve_rev(top, bad, "--bad")
     if good_sha == bad_sha:

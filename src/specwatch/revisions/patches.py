@@ -74,6 +74,7 @@ def bisect_patches(
     tolerance: float = DEFAULT_TOLERANCE,
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
+    round_history: str | None = None,
     out: TextIO | None = None,
 ) -> BisectOutcome:
     """Find the first patch whose cumulative inclusion an A/B against bare `base` calls a regression.
@@ -84,7 +85,7 @@ def bisect_patches(
     built in a temporary worktree of its own; each step measures the two in alternating rounds.
     """
     out = out or sys.stdout
-    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha)
+    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha, round_history)
     top = git.toplevel(repo)
     base_sha = git.resolve_rev(top, base, "--base")
     if not patches:

@@ -25,6 +25,7 @@ from specwatch.judge import paired
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun
 from specwatch.revisions.step import MeasureConfig, measure, samples_of
 from specwatch.store.result import ResultSet
+from specwatch.store.roundspread import RoundSpread
 
 #: what is judged unless told otherwise: the throughput the drift gates judge
 DEFAULT_METRICS = ("output_tok_s", "decode_tok_s")
@@ -61,10 +62,13 @@ class RoundSettings:
     tolerance: float
     metrics: tuple[str, ...] = DEFAULT_METRICS
     alpha: float = DEFAULT_ALPHA
+    #: baseline folder whose ``<machine-class>/round-spread.json`` gives the round spread of earlier
+    #: A/B runs, pooled with the rounds measured (None: the rounds measured alone)
+    round_history: str | None = None
 
     @classmethod
     def make(cls, rounds: int, max_rounds: int, tolerance: float, metrics: Sequence[str] | None = None,
-             alpha: float = DEFAULT_ALPHA) -> RoundSettings:
+             alpha: float = DEFAULT_ALPHA, round_history: str | Path | None = None) -> RoundSettings:
         """Validated settings (a one-line UsageError otherwise)."""
         if rounds < 2:
             raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change)")
@@ -73,7 +77,8 @@ class RoundSettings:
         if not 0 < tolerance < 1 or not 0 < alpha < 1:
             raise UsageError("--tolerance and --alpha must be fractions in (0, 1)")
         chosen = tuple(dict.fromkeys(metrics or DEFAULT_METRICS))
-        return cls(int(rounds), int(max_rounds), float(tolerance), chosen, float(alpha))
+        history = None if round_history in (None, "none") else str(Path(round_history).resolve())
+        return cls(int(rounds), int(max_rounds), float(tolerance), chosen, float(alpha), history)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -89,8 +94,9 @@ class RoundSettings:
         return json.dumps(self.to_json(), sort_keys=True)
 
     def describe(self) -> str:
+        pooled = f", round spread pooled with {self.round_history}" if self.round_history else ""
         return (f"{self.rounds} alternating rounds (up to {self.max_rounds} while unsure), tolerance "
-                f"{self.tolerance:.1%}, metrics {', '.join(self.metrics)}")
+                f"{self.tolerance:.1%}, metrics {', '.join(self.metrics)}{pooled}")
 
 
 @dataclass
@@ -201,6 +207,25 @@ def judge(
     return out
 
 
+def prior_source(settings: RoundSettings, lead: str, out: TextIO) -> PriorSource:
+    """The round spread of earlier A/B runs of a machine class, from ``settings.round_history``
+    (printed, one line per metric, or why there is none)."""
+
+    def priors(machine_class: str | None) -> Priors:
+        if not machine_class or not settings.round_history:
+            print(f"{lead} the results record no machine class: judged on these rounds alone", file=out)
+            return {}
+        spread = RoundSpread.for_class(settings.round_history, machine_class)
+        found = {m: (p, spread.describe(m)) for m in settings.metrics if (p := spread.prior(m)) is not None}
+        if not found:
+            print(f"{lead} no earlier A/B rounds in {spread.path}: judged on these rounds alone", file=out, flush=True)
+        for m, (p, where) in found.items():
+            print(f"{lead} {m}: round spread {p.spread:.2%} over {p.df} df from {where}", file=out, flush=True)
+        return found
+
+    return priors
+
+
 def machine_class_of(results: str | None) -> str | None:
     """The machine class a results file records (None when it cannot be read)."""
     try:
@@ -239,7 +264,6 @@ def alternate(
     lead: str,
     out: TextIO,
     settle_every_key: bool = False,
-    priors: PriorSource | None = None,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
 
@@ -249,8 +273,8 @@ def alternate(
     unsure, not only while the overall verdict is (``ab`` reports every key). The rounds' pytest
     runs record into a history file of the memo, never the user's. Stops early, with ``failed``
     set, at a side that cannot be measured, and with no keys when the two sides share no key of
-    the judged metrics. ``priors``: the round spread of earlier A/B runs, by machine class (asked
-    once, with the class the first results file records).
+    the judged metrics. With ``settings.round_history`` the round spread of earlier A/B runs of
+    the machine class (the class the first results file records) is pooled in (:func:`prior_source`).
     """
     history = memo.root / f"history-{session}.sqlite"
     taken: dict[str, list[Found]] = {base.name: [], head.name: []}
@@ -277,7 +301,7 @@ def alternate(
         if n < settings.rounds:
             continue
         if known is None:
-            known = priors(result.machine_class) if priors else {}
+            known = prior_source(settings, lead, out)(result.machine_class) if settings.round_history else {}
         result.keys = judge(taken[base.name], taken[head.name], metrics=settings.metrics,
                             tolerance=settings.tolerance, alpha=settings.alpha, priors=known)
         settled = [k.verdict != UNSURE for k in result.keys]
