@@ -154,3 +154,31 @@ def test_a_broken_round_spread_file_is_one_line(tmp_path: Path, text: str, fragm
     with pytest.raises(UsageError, match=fragment.replace("(", r"\(")) as info:
         RoundSpread.for_class(tmp_path, "c")
     assert "\n" not in str(info.value)
+
+
+def test_one_round_leans_on_the_round_spread_of_earlier_runs() -> None:
+    """A server too slow to boot often: one boot a side, the boot-to-boot term from earlier runs."""
+    prior = {"decode_tok_s": (paired.RoundPrior(0.005, 14), "14 df of earlier runs")}
+    (slow,) = rounds.judge(_rounds([200.0]), _rounds([190.0]), tolerance=0.01, priors=prior)
+    assert slow.verdict == rounds.REGRESSION, slow.message  # -5 % is 10 spreads away
+    assert "one boot of each side: the boot-to-boot term is the round spread of 14 df of earlier runs" in slow.message
+    (same,) = rounds.judge(_rounds([200.0]), _rounds([200.4]), tolerance=0.03, priors=prior)
+    assert same.verdict == rounds.NO_REGRESSION, same.message
+    (small,) = rounds.judge(_rounds([200.0]), _rounds([198.0]), tolerance=0.005, priors=prior)
+    assert small.verdict == rounds.UNSURE, small.message  # -1 % is within 2.6 spreads of nothing
+
+
+def test_one_round_without_earlier_runs_is_unsure_and_says_why() -> None:
+    (k,) = rounds.judge(_rounds([200.0]), _rounds([100.0]), tolerance=0.01)
+    assert k.verdict == rounds.UNSURE
+    assert "-50.0% in one round, and no round spread of earlier A/B runs" in k.message
+
+
+def test_one_round_needs_a_round_history(tmp_path: Path) -> None:
+    from specwatch.errors import UsageError
+
+    with pytest.raises(UsageError, match="or 1 with a --round-history"):
+        rounds.RoundSettings.make(1, 2, 0.01)
+    with pytest.raises(UsageError):
+        rounds.RoundSettings.make(1, 2, 0.01, round_history="none")
+    assert rounds.RoundSettings.make(1, 2, 0.01, round_history=tmp_path).round_history == str(tmp_path.resolve())

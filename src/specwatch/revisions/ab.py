@@ -174,7 +174,8 @@ class AB:
         parser.add_argument("--setup", help="shell command run in each checkout before each measurement "
                                             "({checkout} is replaced by its path)")
         parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                            help="alternating rounds (default 4: A B B A A B B A)")
+                            help="alternating rounds (default 4: A B B A A B B A); 1 for a server too slow to boot "
+                                 "often: one boot a side, the boot-to-boot term from --round-history")
         parser.add_argument("--max-rounds", type=int, default=None,
                             help="rounds allowed while a key is unsure (default: twice --rounds)")
         parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,

@@ -14,6 +14,7 @@ not the runs, are the independent samples.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -70,8 +71,9 @@ class RoundSettings:
     def make(cls, rounds: int, max_rounds: int, tolerance: float, metrics: Sequence[str] | None = None,
              alpha: float = DEFAULT_ALPHA, round_history: str | Path | None = None) -> RoundSettings:
         """Validated settings (a one-line UsageError otherwise)."""
-        if rounds < 2:
-            raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change)")
+        if rounds < (1 if round_history not in (None, "none") else 2):
+            raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change), or 1 "
+                             "with a --round-history whose round spread of earlier runs stands for it")
         if max_rounds < rounds:
             raise UsageError("--max-rounds must be at least --rounds")
         if not 0 < tolerance < 1 or not 0 < alpha < 1:
@@ -190,18 +192,25 @@ def judge(
         pairs = [(statistics.median(b[key][0]), statistics.median(h[key][0]))
                  for b, h in zip(base_rounds, head_rounds, strict=False)]
         ratios = [h / b for b, h in pairs if b > 0 and h > 0]
-        if len(ratios) < 2:
-            continue
         prior, source = (priors or {}).get(key.rsplit("/", 1)[-1], (None, ""))
+        if not ratios or (len(ratios) < 2 and prior is None):
+            if ratios:  # one round, nothing to say how far a round wanders: never a verdict
+                out.append(_one_round_unsure(key, unit, higher, base_rounds, head_rounds, ratios[0], tolerance))
+            continue
         summary = paired.paired_rounds(ratios, confidence=1 - 2 * alpha, prior=prior)
         verdict, why = decide(summary, higher, tolerance, alpha)
         base_all = [x for r in base_rounds for x in r[key][0]]
         head_all = [x for r in head_rounds for x in r[key][0]]
-        design = (f"round-to-round spread {summary.spread:.1%} of these rounds alone" if prior is None else
-                  f"round-to-round spread {summary.spread:.1%}, pooled with {prior.spread:.1%} over {prior.df} df "
-                  f"of {source}: {summary.pooled_spread:.1%} over {summary.df} df")
+        if prior is None:
+            design = f"round-to-round spread {summary.spread:.1%} of these rounds alone"
+        elif summary.rounds == 1:
+            design = (f"one boot of each side: the boot-to-boot term is the round spread of {source}, "
+                      f"{prior.spread:.1%} over {prior.df} df")
+        else:
+            design = (f"round-to-round spread {summary.spread:.1%}, pooled with {prior.spread:.1%} over {prior.df} "
+                      f"df of {source}: {summary.pooled_spread:.1%} over {summary.df} df")
         message = (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over "
-                   f"{summary.rounds} rounds, each a fresh boot of both sides; {design}")
+                   f"{summary.rounds} round(s), each a fresh boot of both sides; {design}")
         out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
                               len(head_all), summary, ratios, verdict, message, tolerance))
     return out
@@ -232,6 +241,18 @@ def machine_class_of(results: str | None) -> str | None:
         return ResultSet.load(results).machine_class if results else None
     except (SpecwatchError, OSError):
         return None
+
+
+def _one_round_unsure(key: str, unit: str, higher: bool, base_rounds: Sequence[Found],
+                      head_rounds: Sequence[Found], ratio: float, tolerance: float) -> KeyVerdict:
+    """The verdict of one round without the round spread of earlier runs: unsure."""
+    summary = paired.PairedRounds(1, ratio, 0.0, math.inf, 1.0, 0.0)
+    message = (f"{(ratio - 1) * 100:+.1f}% in one round, and no round spread of earlier A/B runs of this machine "
+               f"class to say how far a round wanders (record some with --record-rounds, or run more rounds)")
+    base_all = [x for r in base_rounds for x in r[key][0]]
+    head_all = [x for r in head_rounds for x in r[key][0]]
+    return KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all), len(head_all),
+                      summary, [ratio], UNSURE, message, tolerance)
 
 
 def side_config(cfg: MeasureConfig, side: Side, history: Path) -> MeasureConfig:
