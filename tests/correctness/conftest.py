@@ -11,6 +11,21 @@ from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
 
 
+@pytest.fixture(autouse=True)
+def _sglang_servers_only(request: pytest.FixtureRequest) -> None:
+    """Every correctness test reads SGLang's signals (/generate meta_info, /server_info, log lines, the
+    process tree): on an ``engine = "openai"`` server it skips with the profile's reason
+    (:meth:`ServerProfile.sglang_only`, the one owner), before anything is measured."""
+    if "specwatch_session" not in request.fixturenames:
+        return  # a test that judges recorded numbers needs no server
+    session: Session = request.getfixturevalue("specwatch_session")
+    for role in ("spec", "baseline", "tuned", "untuned"):
+        prof = session.profiles.for_role(role)
+        why = prof.sglang_only(request.node.name) if prof is not None else None
+        if why:
+            pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def fault_runs() -> dict[str, tuple[RunningServer, Measurement]]:
     """Booted fault servers and their measurement, per profile name (kept for the whole session)."""

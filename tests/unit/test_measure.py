@@ -53,6 +53,7 @@ def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: 
     class FakeClient:
         def __init__(self, url: str) -> None:
             self.url = url
+            self.notes: list[str] = []
 
         async def __aenter__(self) -> FakeClient:
             return self
@@ -82,7 +83,7 @@ def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: 
         def log_size(self) -> int:
             return 0
 
-    monkeypatch.setattr(measure_mod, "Client", FakeClient)
+    monkeypatch.setattr(measure_mod, "client_for", lambda profile, url: FakeClient(url))
     monkeypatch.setattr(measure_mod, "_one_run", fake_run)
     wl = Workload("w", runs=4, warmup=1)
     a, b = asyncio.run(measure_mod.measure_interleaved_async([FakeServer("A"), FakeServer("B")], wl))
@@ -104,6 +105,7 @@ def test_a_refused_flush_is_asked_again_then_said(monkeypatch: pytest.MonkeyPatc
     class Refusing:
         def __init__(self, url: str) -> None:
             self.url = url
+            self.notes: list[str] = []
 
         async def flush_cache(self) -> bool:
             asked.append(self.url)

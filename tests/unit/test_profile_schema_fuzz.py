@@ -134,7 +134,8 @@ _SERVER_KINDS = {
     "extra_env": ("table", None), "pythonpath": ("str-array", None), "launcher": ("string", None),
     "python": ("string", None), "max_running_requests": ("int", "int>=1"), "cuda_graph_max_bs": ("int", "int>=1"),
     "decode_log_interval": ("int", "int>=1"), "nccl_debug": ("bool", None), "floor_tok_s": ("number", "positive"),
-    "tolerance": ("number", "fraction"), "speculative": ("speculative", None),
+    "tolerance": ("number", "fraction"), "speculative": ("speculative", None), "api": ("string", None),
+    "url": ("string", None),
 }
 #: (where in VALID, the path an error must name, {key: (wrong kind, out-of-range kind)})
 LOCATIONS: list[tuple[tuple[Any, ...], str, dict[str, tuple[str, str | None]]]] = [

@@ -202,6 +202,8 @@ def check(
     A pass or fail is kept in ``log`` (None: kept nowhere).
     """
     prof = server.profile
+    if why := prof.sglang_only(NAME):
+        return Verdict.skip(NAME, why, prof.name)
     info = measurement.server_info_after or {}
     steps = num_steps(prof, info)
     if steps is None and prof.speculative is not None:

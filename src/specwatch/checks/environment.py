@@ -166,6 +166,8 @@ def check(log: VerdictLog | None, server: RunningServer, wait_s: float = 5.0) ->
     is skipped: the /proc, probe and log views are out of reach.
     """
     prof = server.profile
+    if why := prof.sglang_only(NAME):
+        return Verdict.skip(NAME, why, prof.name)
     pid = server.pid
     if pid is None:
         return Verdict.skip(NAME, f"no local process listens for {server.url}: the /proc, probe and log views "

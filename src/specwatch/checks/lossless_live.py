@@ -126,6 +126,8 @@ def check(
     the server that is already live is asked first. A pass or fail is kept in the host's log.
     """
     base, spec = _resolve(host, baseline_profile), _resolve(host, spec_profile)
+    if why := spec.sglang_only(NAME) or base.sglang_only(NAME):
+        return Verdict.skip(NAME, why, spec.name)
     if host.config.server_url:
         return Verdict.skip(NAME, f"--server-url: only one server ({host.config.server_url}) is reachable; the "
                                   "comparison needs the baseline and the speculative one", spec.name)

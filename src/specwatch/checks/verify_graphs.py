@@ -74,6 +74,8 @@ def check(log: VerdictLog | None, server: RunningServer, measurement: Measuremen
     one: its decode step is the timing signal's yardstick. A pass or fail is kept in ``log``.
     """
     prof = server.profile
+    if why := prof.sglang_only(NAME):
+        return Verdict.skip(NAME, why, prof.name)
     if prof.speculative is None:
         return Verdict.skip(NAME, "not a speculative server: there is no verify step", prof.name)
     decodes = measurement.decode_records

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from specwatch import __version__
-from specwatch.cli import baselines, history, inspect, profiles, report, results, validation
+from specwatch.cli import baselines, history, inspect, profiles, report, results, validation, yardstick
 from specwatch.cli.args import Parser
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, SpecwatchError
 
 #: the modules that add subcommands, in ``specwatch --help`` order
-COMMAND_MODULES = (results, baselines, history, report, profiles, validation, inspect)
+COMMAND_MODULES = (results, baselines, history, report, profiles, validation, inspect, yardstick)
 
 
 def build_parser() -> argparse.ArgumentParser:

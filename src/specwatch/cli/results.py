@@ -65,7 +65,7 @@ def _class_check(ref: _Side, cur: _Side, allow_other: bool) -> tuple[bool | None
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from specwatch.judge import compare, stats
+    from specwatch.judge import compare, stats, yardstick
     from specwatch.report.table import ReportRow, summary_table
 
     ref = _load_side(args.baseline, "baseline")
@@ -78,12 +78,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     rows, notes = [], []
     for key in common:
         samples, unit, higher = cur.samples[key]
-        reference, sessions = ref.samples[key][0], None
+        reference, sessions, scores, run_score = ref.samples[key][0], None, None, None
         if key in ref.metrics:  # a baseline: its sessions, those of this machine when it has enough
             reference, sessions, note = ref.metrics[key].reference_for(host, compare.MIN_SESSIONS,
                                                                        same_class=same_class)
             if note and note not in notes:
                 notes.append(note)
+            chosen = ref.metrics[key].chosen_sessions(host, compare.MIN_SESSIONS, same_class=same_class)
+            run_score, scores = yardstick.scores_for(cur.machine.get("yardstick"),
+                                                     [s.get("yardstick") for s in chosen])
         class_spread = None
         if key in ref.metrics and ref.machine_class and same_class is not False:
             from specwatch.store.baseline import BaselineStore
@@ -92,7 +95,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             class_spread = BaselineStore(Path(args.baseline).resolve().parent.parent).class_spread(
                 ref.machine_class, workload, metric)
         c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance,
-                                 alpha=args.alpha, sessions=sessions or None, class_spread=class_spread)
+                                 alpha=args.alpha, sessions=sessions or None, class_spread=class_spread,
+                                 session_scores=scores if sessions and scores and len(scores) == len(sessions)
+                                 else None, run_score=run_score)
         notes.append(f"{key}: {basis.note}")
         rows.append(ReportRow.from_comparison(key, c, unit=unit, samples=samples,
                                               median_ci=stats.bootstrap_median_ci(samples)))

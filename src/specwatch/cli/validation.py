@@ -47,7 +47,7 @@ def _direction(higher_is_better: bool) -> str:
 
 
 def _cmd_baseline_check(args: argparse.Namespace) -> int:
-    from specwatch.judge import replay
+    from specwatch.judge import replay, yardstick
     from specwatch.judge.compare import drift_basis
     from specwatch.store.sessions import baseline_sessions, class_spread
 
@@ -71,9 +71,12 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
         checked += 1
         judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, spread)
         print(f"{head}; the gate's estimate: {drift_basis(args.tolerance, ks.sessions, spread, args.alpha).note}")
+        _, scores = yardstick.scores_for(None, ks.yardsticks)
+        if any(x is not None for x in scores):
+            print(f"  {_yardstick_line(ks, scores, args.alpha)}")
         print(f"  {'#':>3}  {'recorded':<32}  {'median':>9}  {'change':>7}  {'verdict':<12}  {'tolerance':>9}  "
               f"flags a slowdown of", flush=True)
-        held = replay.leave_one_out(judge, ks.sessions)
+        held = replay.leave_one_out(judge, ks.sessions, scores if any(x is not None for x in scores) else None)
         for h in held:
             c = h.comparison
             print(f"  {h.index + 1:>3}  {ks.labels[h.index]:<32}  {fmt_num(h.median):>9}  {fmt_change(c.change):>7}  "
@@ -94,6 +97,19 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.baseline}: no metric of {', '.join(metrics)} has 2 or more recorded sessions; "
                          f"nothing to hold out")
     return EXIT_REGRESSION if false_alarms else EXIT_OK
+
+
+def _yardstick_line(ks: Any, scores: list[float | None], alpha: float) -> str:
+    """'machine yardstick: 5 of 6 sessions carry one; session spread raw 2.4%, normalised 1.1% (...)'."""
+    from specwatch.judge import yardstick
+
+    medians = [statistics.median(s) for s in ks.sessions]
+    # any run score: the rule's baseline side is printed here, the held-out runs are judged below
+    d = yardstick.decide(medians, scores, 1.0, higher_is_better=ks.higher_is_better, alpha=alpha)
+    spreads = ("" if d.raw_spread is None or d.normalised_spread is None else
+               f"; session spread raw {d.raw_spread:.1%}, normalised {d.normalised_spread:.1%}")
+    rule = d.reason if not d.use_normalised else "a run with a comparable yardstick is judged normalised"
+    return f"machine yardstick: {d.with_yardstick} of {d.sessions} sessions carry one{spreads}; {rule}"
 
 
 def register_baseline_check(baseline_subparsers: Any) -> None:

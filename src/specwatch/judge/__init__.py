@@ -13,4 +13,5 @@ __all__ = [
     "stats",
     "tuning",
     "verdict",
+    "yardstick",
 ]

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from specwatch.errors import UsageError
-from specwatch.judge import stats
+from specwatch.judge import stats, yardstick
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
@@ -294,12 +294,33 @@ def drift(
     alpha: float = DEFAULT_ALPHA,
     sessions: Sequence[Sequence[float]] | None = None,
     class_spread: tuple[float, str] | None = None,
+    session_scores: Sequence[float | None] | None = None,
+    run_score: float | None = None,
 ) -> tuple[Comparison, DriftBasis]:
-    """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`."""
+    """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`.
+
+    ``session_scores`` (one per session, None where a session has no comparable machine yardstick)
+    and ``run_score``: when :func:`specwatch.judge.yardstick.decide` says so, the run and the sessions
+    are compared normalised by the yardstick, at the tolerance of the normalised spread; the note
+    (and then the message) says so, or why not when any session carries a yardstick.
+    """
+    said = ""
+    if sessions and session_scores is not None:
+        adj = yardstick.normalise(current, reference, sessions, session_scores, run_score,
+                                  higher_is_better=higher_is_better, alpha=alpha)
+        said = "" if adj.decision.quiet else adj.decision.reason
+        if adj.decision.use_normalised:
+            raw_c, raw_r = float(np.median(current)), float(np.median(reference))
+            said += f"; as measured: median {raw_c:.4g} vs {raw_r:.4g} ({_pct(raw_c / raw_r - 1)})"
+        current, reference, sessions = adj.current, adj.reference, adj.sessions
     basis = drift_basis(requested, sessions, class_spread, alpha)
     enough = sessions is not None and len(sessions) >= MIN_SESSIONS
     cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
                   reference_sessions=sessions if enough else None)
+    if said:
+        basis = DriftBasis(basis.tolerance, f"{basis.note}; {said}")
+        if said.startswith("normalised"):
+            cmp = replace(cmp, message=f"{cmp.message}; {said}")
     return cmp, basis
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from specwatch.judge.compare import MIN_SESSIONS, Comparison, DriftBasis, DriftVerdict, drift
 
 Sessions = Sequence[Sequence[float]]
+Scores = Sequence[float | None]
 #: the grid of the smallest slowdown flagged: 0.1 %
 STEP = 0.001
 #: no slowdown beyond this is tried: a baseline that cannot flag 90 % flags nothing useful
@@ -35,11 +36,14 @@ class Judge:
     alpha: float = 0.01
     class_spread: tuple[float, str] | None = None  # the machine class's spread, for baselines of few sessions
 
-    def verdict(self, current: Sequence[float], sessions: Sessions) -> tuple[Comparison, DriftBasis]:
-        """The drift verdict of ``current`` against a baseline made of ``sessions``."""
+    def verdict(self, current: Sequence[float], sessions: Sessions, scores: Scores | None = None,
+                score: float | None = None) -> tuple[Comparison, DriftBasis]:
+        """The drift verdict of ``current`` against a baseline made of ``sessions``; ``scores``: the
+        sessions' machine yardstick scores (None where none), ``score``: the current run's."""
         pooled = [float(x) for s in sessions for x in s]
         return drift(current, pooled, higher_is_better=self.higher_is_better, requested=self.requested,
-                     alpha=self.alpha, sessions=[list(s) for s in sessions], class_spread=self.class_spread)
+                     alpha=self.alpha, sessions=[list(s) for s in sessions], class_spread=self.class_spread,
+                     session_scores=None if scores is None else list(scores), run_score=score)
 
     def slowed(self, samples: Sequence[float], slowdown: float) -> list[float]:
         """``samples`` of a server slower by the fraction ``slowdown``."""
@@ -105,26 +109,35 @@ def _first(flagged: Callable[[int], bool], start: int, top: int) -> int | None:
     return hi
 
 
-def hold_out(judge: Judge, current: Sequence[float], others: Sessions, index: int = -1) -> HeldOut:
+def hold_out(judge: Judge, current: Sequence[float], others: Sessions, index: int = -1,
+             scores: Scores | None = None, score: float | None = None) -> HeldOut:
     """``current`` judged against ``others`` as measured, and the smallest slowdown of it that the
-    verdict calls a regression (0.0 when it already is one)."""
-    c, basis = judge.verdict(current, others)
+    verdict calls a regression (0.0 when it already is one); ``scores`` and ``score``: the machine
+    yardstick scores of ``others`` and of ``current``, as :meth:`Judge.verdict` takes them."""
+    c, basis = judge.verdict(current, others, scores, score)
     if c.verdict is DriftVerdict.REGRESSION:
         return HeldOut(index, c.median_current, c, basis, 0.0)
 
     def flagged(k: int) -> bool:
-        return judge.verdict(judge.slowed(current, k * STEP), others)[0].verdict is DriftVerdict.REGRESSION
+        slowed = judge.slowed(current, k * STEP)
+        return judge.verdict(slowed, others, scores, score)[0].verdict is DriftVerdict.REGRESSION
 
     start = math.ceil(_start(judge, others, c, basis.tolerance) / STEP)
     k = _first(flagged, start, round(LIMIT / STEP))
     return HeldOut(index, c.median_current, c, basis, None if k is None else round(k * STEP, 6))
 
 
-def leave_one_out(judge: Judge, sessions: Sessions) -> list[HeldOut]:
-    """Each session judged against all the others (needs 2 or more sessions)."""
+def leave_one_out(judge: Judge, sessions: Sessions, scores: Scores | None = None) -> list[HeldOut]:
+    """Each session judged against all the others (needs 2 or more sessions); ``scores``: each
+    session's machine yardstick score (None where none), so the verdicts normalise as the gate would."""
     if len(sessions) < 2:
         raise ValueError(f"leave-one-out needs at least 2 sessions, got {len(sessions)}")
-    return [hold_out(judge, current, [s for j, s in enumerate(sessions) if j != i], i)
+
+    def others(xs: Sequence, i: int) -> list:
+        return [x for j, x in enumerate(xs) if j != i]
+
+    return [hold_out(judge, current, others(sessions, i), i, None if scores is None else others(scores, i),
+                     None if scores is None else scores[i])
             for i, current in enumerate(sessions)]
 
 

@@ -7,6 +7,8 @@ __all__ = [
     "gpuclock",
     "greedy",
     "measure",
+    "openai_client",
     "promptset",
     "workload",
+    "yardstick",
 ]

@@ -69,6 +69,7 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self.notes: list[str] = []  # what the client had to change about its requests (said once by measure)
 
     async def __aenter__(self) -> Client:
         self._session = aiohttp.ClientSession(timeout=self._timeout)

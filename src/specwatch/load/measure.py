@@ -4,7 +4,8 @@ Per run: output tok/s, TTFT, inter-token latency and end-to-end latency, measure
 and ``sglang.bench_serving``'s metrics of the run (:data:`specwatch.judge.levels.LEVEL_METRICS`:
 throughputs, median/p90/p99 of TTFT, ITL, TPOT and e2e latency, accept length from the requests'
 ``meta_info`` when the server reports it), which a sweep level's results carry.
-A run sends its requests with at most ``concurrency`` in flight, at the workload's arrival times.
+A run sends its requests with at most ``concurrency`` in flight, at the workload's arrival times,
+through the API of the server's profile (:func:`specwatch.load.openai_client.client_for`).
 Around the measured runs: deltas of ``/metrics`` counters, ``/server_info`` snapshots, and the
 engine log lines written meanwhile, so checks can read graph use and accept length from the same
 window that was timed.
@@ -25,6 +26,7 @@ from specwatch.judge import speculative
 from specwatch.judge.levels import LEVEL_METRICS, RequestTiming, serving_metrics
 from specwatch.load import gpuclock
 from specwatch.load.client import Client, Generation
+from specwatch.load.openai_client import client_for
 from specwatch.load.workload import Request, Workload
 from specwatch.server.pool import RunningServer
 from specwatch.signals import logscan, promtext
@@ -166,6 +168,9 @@ class _Measuring:
             if not await self.client.flush_cache() and note is not None:
                 note(f"{self.server.profile.name}: /flush_cache was refused twice (server not idle?); its "
                      "accept-length counters are not reset for this window")
+        for said in self.client.notes:  # e.g. an OpenAI-compatible server that refused ignore_eos
+            if note is not None:
+                note(f"{self.server.profile.name}: {said}")
         self.info_before = await self.client.server_info()
         self.text_before = await self.client.metrics()
         self.log_start = self.server.log_size()
@@ -222,7 +227,7 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
     async with contextlib.AsyncExitStack() as stack:
         sides = []
         for server in servers:
-            client = await stack.enter_async_context(Client(server.url))
+            client = await stack.enter_async_context(client_for(server.profile, server.url))
             side = _Measuring(server, wl, client)
             await side.warm_up(note)
             sides.append(side)

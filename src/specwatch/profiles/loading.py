@@ -47,6 +47,7 @@ from specwatch.profiles.profile import (
     ProfileSet,
     ServerProfile,
     Speculative,
+    unbootable,
 )
 from specwatch.profiles.tables import NAME, SERVER_FIELDS, TOP_FIELDS
 
@@ -75,7 +76,10 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
     if env not in env_profiles:
         origin = here if "env" in raw else f"{source}: defaults"
         raise UsageError(f"{origin}.env: unknown environment profile {env!r}; known: {', '.join(sorted(env_profiles))}")
+    if values.get("engine") == "openai" and "model" not in values:
+        values["model"] = ""  # the served model name is asked of GET /v1/models
     prof = ServerProfile(**values, env_vars=dict(env_profiles[env]))
+    _check_api(here, prof)
     if prof.speculative and prof.engine == "reference" and prof.speculative.algorithm not in REFERENCE_ALGORITHMS:
         raise UsageError(f"{here}.speculative.algorithm: {prof.speculative.algorithm} is an SGLang algorithm the "
                          f"reference server does not implement (it has {', '.join(REFERENCE_ALGORITHMS)}); "
@@ -85,6 +89,29 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
     except UsageError as exc:
         raise UsageError(f"{here}.{exc}") from None
     return prof
+
+
+def _check_api(here: str, prof: ServerProfile) -> None:
+    """The load API and URL must suit the engine (one line each)."""
+    if prof.speaks_sglang and prof.url is not None:
+        raise UsageError(f"{here}.url: only for engine = \"openai\"; specwatch boots a {prof.engine} server on a "
+                         "port of its own (a running one: --specwatch-server-url URL)")
+    if not prof.speaks_sglang and prof.api == "generate":
+        raise UsageError(f"{here}.api: an OpenAI-compatible server has no SGLang /generate; use \"completions\" "
+                         "or \"chat\"")
+    if prof.engine == "reference" and prof.load_api != "generate":
+        raise UsageError(f"{here}.api: the reference server streams only /generate (its /v1/completions does not "
+                         "stream); use \"generate\", or engine = \"sglang\" or \"openai\"")
+
+
+def check_reachable(profiles: ProfileSet, server_url: str | None) -> None:
+    """Every ``openai`` server needs a URL: its profile's ``url`` or ``--specwatch-server-url``
+    (UsageError, one line, before anything boots)."""
+    if server_url:
+        return
+    for prof in profiles.servers.values():
+        if not prof.speaks_sglang and not prof.url:
+            raise UsageError(f"{profiles.source}: {unbootable(prof)}")
 
 
 def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> ProfileSet:

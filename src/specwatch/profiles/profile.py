@@ -32,7 +32,15 @@ BUILTIN_ENV_PROFILES: dict[str, dict[str, str]] = {"tuned": TUNED_NCCL, "untuned
 #: Variables the harness itself adds so that NCCL reports what it applied (ncclenv view).
 NCCL_DEBUG_ENV: dict[str, str] = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ENV,INIT"}
 
-ENGINES = ("reference", "sglang")
+ENGINES = ("reference", "sglang", "openai")
+#: Engines that speak SGLang's native API and leave its signals (``/generate`` with ``meta_info``,
+#: ``/server_info``, ``/flush_cache``, the Decode/Capture/NCCL log lines, its process tree): the
+#: SGLang-only checks need one of these. ``openai`` is any other OpenAI-compatible server (vLLM,
+#: TensorRT-LLM, a remote endpoint): specwatch never boots it and measures it through the OpenAI routes.
+SGLANG_ENGINES = ("reference", "sglang")
+#: How the load reaches a server: SGLang's streamed ``/generate``, or the OpenAI routes
+#: ``/v1/completions`` and ``/v1/chat/completions`` (streamed, ``stream_options.include_usage``).
+LOAD_APIS = ("generate", "completions", "chat")
 ENV_APPLY = ("launch", "sitecustomize")
 SGLANG_LAUNCHERS = ("sglang serve", "python -m sglang.launch_server")
 #: SGLang 0.5.23's built-in --speculative-algorithm values (srt/arg_groups/fields/spec.py:31)
@@ -121,6 +129,29 @@ class ServerProfile:
     nccl_debug: bool = True
     floor_tok_s: float | None = None
     tolerance: float | None = None
+    api: str | None = None  # None: "generate" for SGLang engines, "completions" for openai (see load_api)
+    url: str | None = None  # engine = "openai": where the server answers (--specwatch-server-url overrides it)
+
+    @property
+    def load_api(self) -> str:
+        """The API the load uses (:data:`LOAD_APIS`): the profile's ``api``, else ``generate`` for an
+        SGLang engine and ``completions`` for ``openai``."""
+        return self.api or ("generate" if self.speaks_sglang else "completions")
+
+    @property
+    def speaks_sglang(self) -> bool:
+        """Whether the server is SGLang-compatible (:data:`SGLANG_ENGINES`): the one owner of that
+        question for every SGLang-only check (environment, verify graphs, accept length, lossless)."""
+        return self.engine in SGLANG_ENGINES
+
+    def sglang_only(self, check: str) -> str | None:
+        """Why the SGLang-only ``check`` cannot run on this server (a skip reason), or None when it can."""
+        if self.speaks_sglang:
+            return None
+        return (f"{check} is an SGLang-only check: it reads SGLang's /generate meta_info, /server_info, "
+                f"/metrics counters, log lines and process tree; {self.name} is engine = {self.engine!r} "
+                f"(an OpenAI-compatible server, measured through /v1/{'chat/' if self.load_api == 'chat' else ''}"
+                "completions)")
 
     @property
     def role(self) -> str:
@@ -129,8 +160,9 @@ class ServerProfile:
 
     @property
     def gpus_needed(self) -> int:
-        """GPUs the server occupies (0 on CPU): tp × dp × pp, with dp and pp from ``extra_args``."""
-        if self.device == "cpu":
+        """GPUs the server occupies (0 on CPU, and for an ``openai`` server, which specwatch does not
+        boot): tp × dp × pp, with dp and pp from ``extra_args``."""
+        if self.device == "cpu" or not self.speaks_sglang:
             return 0
         return self.tp * parallel_size(self.extra_args, "--dp-size") * parallel_size(self.extra_args, "--pp-size")
 
@@ -204,7 +236,9 @@ class ServerProfile:
         return words[0] if words else self.python
 
     def command(self, host: str, port: int) -> list[str]:
-        """The full argv that boots this server."""
+        """The full argv that boots this server (an ``openai`` server is never booted: UsageError)."""
+        if not self.speaks_sglang:
+            raise UsageError(unbootable(self))
         if self.engine == "sglang":
             launcher = self.launcher.split()
             if launcher[0] == "python":
@@ -271,6 +305,12 @@ class ProfileSet:
 # --------------------------------------------------------------------------------------------------
 
 #: Server names become folder and file names (reports/servers/<run>/<name>-N, baselines/<class>/<name>.json).
+def unbootable(profile: ServerProfile) -> str:
+    """The one-line message for an ``openai`` server that has no URL to be reached at."""
+    return (f"{profile.name}: engine = {profile.engine!r} is a server specwatch does not boot; give its URL "
+            "(url = \"http://host:8000\" in the profile, or --specwatch-server-url URL)")
+
+
 def parallel_size(args: tuple[str, ...] | list[str], flag: str) -> int:
     """The value of ``flag`` (``--dp-size`` or ``--pp-size``, any accepted spelling) in ``args``; 1 if unset."""
     value = 1

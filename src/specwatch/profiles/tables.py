@@ -35,6 +35,7 @@ from specwatch.profiles.profile import (
     BUILTIN_ENV_PROFILES,
     ENGINES,
     ENV_APPLY,
+    LOAD_APIS,
     PROFILE_FORMAT_VERSION,
     SGLANG_LAUNCHERS,
     Speculative,
@@ -43,6 +44,8 @@ from specwatch.profiles.profile import (
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: What an environment variable's name may be (POSIX portable names).
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: An HTTP(S) base URL: scheme, host and optional port and path prefix, no spaces.
+URL_PATTERN = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
 _ROLE_NAMES = ("baseline", "spec", "tuned", "untuned")
 
 
@@ -95,8 +98,14 @@ def _speculative(value: Any) -> Speculative | None:
 
 SERVER_FIELDS: dict[str, Field] = {
     "name": Field(NAME, "the server's name, unique in the file (case-insensitively: it names files)"),
-    "engine": Field(choice(*ENGINES), "which server to boot"),
-    "model": Field(NON_EMPTY, "model path (SGLang) or reference model name (ref-tiny, ref-small, ref-large)"),
+    "engine": Field(choice(*ENGINES), "which server to boot; \"openai\": any OpenAI-compatible server, not booted "
+                                      "(reached at url or --specwatch-server-url)"),
+    "model": Field(NON_EMPTY, "model path (SGLang) or reference model name (ref-tiny, ref-small, ref-large); "
+                              "openai: the served model name (unset: the first id of GET /v1/models)"),
+    "api": Field(choice(*LOAD_APIS), "what the load sends: SGLang's /generate (default for reference and sglang), "
+                                     "/v1/completions (default for openai) or /v1/chat/completions"),
+    "url": Field(text(URL_PATTERN, "an http:// or https:// base URL, e.g. \"http://localhost:8000\""),
+                 "engine = \"openai\": where the server answers (--specwatch-server-url overrides it)"),
     "tp": Field(integer(1), "tensor-parallel size"),
     "device": Field(choice("auto", "cpu", "cuda"), "where the server runs"),
     "speculative": Field(Rule(_SPECULATIVE_EXPECTED, _speculative), "speculative decoding; absent or false: none"),

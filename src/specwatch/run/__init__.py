@@ -6,6 +6,7 @@ __all__ = [
     "activation",
     "fixtures",
     "gates",
+    "machine_probe",
     "options",
     "ordering",
     "plugin",

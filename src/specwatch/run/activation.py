@@ -42,7 +42,9 @@ def activate(config: pytest.Config) -> Session:
     session.project_note = project.note
     session.perf_tests_run = config.stash[COUNTER_KEY].count if COUNTER_KEY in config.stash else 0
     if cfg.profiles or cfg.engine:  # a named profile file is read (and validated) before anything boots
-        session.profiles  # noqa: B018
+        from specwatch.profiles.loading import check_reachable
+
+        check_reachable(session.profiles, cfg.server_url)  # an openai server needs a URL
     config.stash[SESSION_KEY] = session
     return session
 

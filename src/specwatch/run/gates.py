@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from specwatch.judge import compare, speculative, stats
+from specwatch.judge import compare, speculative, stats, yardstick
 from specwatch.judge.diagnose import SpecDiagnosis, median_gap_ms
 from specwatch.judge.tuning import tuning_effect
 from specwatch.judge.verdict import Status, Verdict
@@ -101,7 +101,9 @@ def floor(session: Session, profile: str, workload: str = "single-stream") -> Ve
 @recorded
 def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Verdict:
     """This run against the stored baseline (or ``--specwatch-reference``): regression = worse than
-    the tolerance AND significant; a noisy or too-small sample is reported as inconclusive."""
+    the tolerance AND significant; a noisy or too-small sample is reported as inconclusive. With a machine
+    yardstick on this run and on 3 or more baseline sessions, both are read normalised by it when that
+    shrinks the sessions' spread (:mod:`specwatch.judge.yardstick`), and the note says whether it did."""
     from specwatch.load.measure import METRICS
 
     prof = session.profile_for(profile)
@@ -127,9 +129,11 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
                                                f"the two are not comparable; re-record with --update-baselines",
                            profile=prof.name)
     requested = prof.tolerance or session.config.tolerance
+    run_score, scores = yardstick.scores_for(session.fingerprint().get("yardstick"), ref.yardsticks)
     cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=requested,
                                alpha=session.config.alpha, sessions=ref.sessions or None,
-                               class_spread=session.class_spread(workload, metric))
+                               class_spread=session.class_spread(workload, metric),
+                               session_scores=scores if len(scores) == len(ref.sessions) else None, run_score=run_score)
     row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
                                     median_ci=_ci(current), extra={"reference": ref.source,
                                                                     "tolerance_basis": basis.note})

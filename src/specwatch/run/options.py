@@ -83,6 +83,12 @@ def _device(text: str) -> str:
     return text
 
 
+def _yardstick(text: str) -> str:
+    if text not in {"auto", "on", "off"}:
+        raise ValueError("must be auto, on or off")
+    return text
+
+
 def _engine(text: str) -> str:
     if text not in {"reference", "sglang"}:
         raise ValueError("must be reference or sglang")
@@ -148,6 +154,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("report_dir", "directory for reports, plots and server logs", str, "reports"),
     Option("machine_class", "override the detected machine class used for baselines"),
     Option("commit", "commit of the server under test (default: git HEAD of the working directory)"),
+    Option("yardstick", "time the machine yardstick (GEMV, tiny-kernel and round-trip graphs, ~5 s) before the "
+           "first server boot and record it with the results and baseline sessions: auto (GPU machines), on (CPU "
+           "too), off", _yardstick, "auto"),
 )
 
 
@@ -183,6 +192,7 @@ class Config:
     report_dir: str = DEFAULTS["report_dir"]
     machine_class: str | None = DEFAULTS["machine_class"]
     commit: str | None = DEFAULTS["commit"]
+    yardstick: str = DEFAULTS["yardstick"]
     rootdir: Path = field(default_factory=Path.cwd)
 
     def path(self, value: str | None) -> Path | None:

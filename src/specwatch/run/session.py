@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.checks.lossless import GreedyMemo
-from specwatch.errors import UsageError
+from specwatch.errors import EXIT_INFRA, InfraError, ServerUnavailable, UsageError
 from specwatch.load.workload import Workload
 from specwatch.load.workload import resolve as resolve_workload
 from specwatch.profiles.loading import load_profiles, single_server_profiles, with_device
 from specwatch.profiles.profile import ProfileSet, ServerProfile
+from specwatch.run.machine_probe import fingerprint_fields, yardstick_before_boot
 from specwatch.run.options import Config
 from specwatch.run.record import PAYLOAD_KEY, RunRecord
 from specwatch.server.pool import RunningServer, ServerPool
@@ -44,6 +45,7 @@ class Reference:
     sessions: list[list[float]]  # per recording session, when the baseline kept several
     extra: dict[str, Any]  # as recorded: runs, max_new_tokens, concurrency, ...
     note: str = ""  # which sessions count, or that none was recorded on this machine
+    yardsticks: tuple[Any, ...] = ()  # each session's machine yardstick (None: none recorded)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Session:
     #: on the xdist controller: the workers' records, merged (``worker_down``)
     gathered: RunRecord = field(default_factory=RunRecord)
     _fingerprint: dict[str, Any] | None = None
+    _yardstick: dict[str, Any] | None = None  # this machine's, measured before the first boot (machine_probe)
     #: why pytest's rootdir was not the project folder, when it was not (shown in the header)
     project_note: str = ""
     #: drift tests that found no stored baseline (shown loudly in the summary)
@@ -108,6 +111,7 @@ class Session:
             gpu_set: tuple[int, ...] = ()
             if gpus:
                 gpu_set = gpu_set_for_worker(gpus, self.worker_id, self.worker_count, per_worker)
+            self._yardstick = yardstick_before_boot(self.config, self.profiles, gpu_set, self.progress)
             self._pool = ServerPool(profiles, self.run_dir, gpus=gpu_set, boot_timeout=self.config.boot_timeout,
                                     progress=self.progress, shared_host=self.worker_count > 1)
         return self._pool
@@ -128,8 +132,6 @@ class Session:
         if self.config.server_url:
             stands_for = self.profiles.for_role("spec") or next(iter(self.profiles.servers.values()))
             if prof.name != stands_for.name:
-                from specwatch.errors import ServerUnavailable
-
                 raise ServerUnavailable(
                     f"--server-url: the running server stands for {stands_for.name}; {prof.name} is not running "
                     "(boot it from a profile instead, or point --server-url at it in a separate run)")
@@ -280,7 +282,7 @@ class Session:
         local = [] if self.config.server_url else [(p.engine, p.interpreter()) for p in servers.values()]
         served = [(servers[m.profile].engine, m.server_info_after) for m in self.measurements.values()
                   if m.profile in servers]
-        self._fingerprint.update(engine_identity(local, served))
+        self._fingerprint.update(engine_identity(local, served), **fingerprint_fields(self._yardstick))
         return self._fingerprint
 
     def machine_class(self) -> str:
@@ -304,6 +306,7 @@ class Session:
         """Samples to compare against (``--specwatch-reference`` file, else the stored baseline), with
         their source, sessions and recorded workload; or, when there are none, a message saying how
         to record them."""
+        from specwatch.judge.compare import MIN_SESSIONS
         from specwatch.store.baseline import BaselineStore
         from specwatch.store.result import ResultSet, make_key
 
@@ -326,11 +329,11 @@ class Session:
         if warning and warning not in self._warned:  # once per run, not once per drift test
             self._warned.add(warning)
             self.progress(warning)
-        from specwatch.judge.compare import MIN_SESSIONS
-
-        samples, sessions, note = entry.reference_for(self.fingerprint().get("host_id"), MIN_SESSIONS)
+        host = self.fingerprint().get("host_id")
+        samples, sessions, note = entry.reference_for(host, MIN_SESSIONS)
+        yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(host, MIN_SESSIONS))
         return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
-                         dict(entry.extra), note)
+                         dict(entry.extra), note, yardsticks)
 
     def class_spread(self, workload: str, metric: str) -> tuple[float, str] | None:
         """The session-to-session spread measured for this machine class (its stored baselines)."""
@@ -372,8 +375,6 @@ class Session:
 
         A test that needed a server the run cannot provide is turned into a skip with the reason.
         """
-        from specwatch.errors import InfraError, ServerUnavailable
-
         if excinfo is not None and excinfo.errisinstance(ServerUnavailable):
             path, line, _ = item.location
             report.outcome = "skipped"
@@ -459,7 +460,6 @@ class Session:
         An xdist worker (``workeroutput`` given) persists nothing: it hands its record to the
         controller, which persists all workers' records once.
         """
-        from specwatch.errors import EXIT_INFRA
         from specwatch.run.summary import persist
 
         try:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from specwatch.errors import ServerBootError
-from specwatch.profiles.profile import ServerProfile
+from specwatch.errors import ServerBootError, UsageError
+from specwatch.profiles.profile import ServerProfile, unbootable
 from specwatch.server.launch import build_launch, managed_variables
 from specwatch.server.process import LaunchSpec, ServerProcess, free_port
 
@@ -20,7 +20,8 @@ Progress = Callable[[str], None]
 
 @dataclass
 class RunningServer:
-    """A server that tests can talk to: booted by the pool, or already running (``--server-url``)."""
+    """A server that tests can talk to: booted by the pool, or already running (``--server-url``, or an
+    ``openai`` profile's ``url``)."""
 
     profile: ServerProfile
     url: str
@@ -92,6 +93,7 @@ class ServerPool:
         self.live: dict[str, RunningServer] = {}
         self.boots: dict[str, int] = {}
         self.failed: dict[str, ServerBootError] = {}
+        self.remote: dict[str, RunningServer] = {}  # engine = "openai" servers, at their profile's url
         self._managed = managed_variables(self.profiles)
 
     def get(self, profile: ServerProfile, keep: tuple[str, ...] = ()) -> RunningServer:
@@ -100,6 +102,11 @@ class ServerPool:
         ``keep``: servers that stay up beside it on the same GPUs (interleaved relative gates; the
         profiles must leave each other the memory, e.g. SGLang's ``--mem-fraction-static``).
         """
+        if not profile.speaks_sglang:  # an OpenAI-compatible server: never booted, reached at its url
+            if not profile.url:
+                raise UsageError(unbootable(profile))
+            return self.remote.setdefault(profile.name, RunningServer(profile=profile, url=profile.url.rstrip("/"),
+                                                                      shared_host=self.shared_host))
         if profile.name in self.live:
             why = self.live[profile.name].process.why_dead()
             if not why:

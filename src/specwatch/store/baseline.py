@@ -54,7 +54,7 @@ BASELINE_MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 RECORD_HOW = "`pytest -m perf --update-baselines` or `specwatch baseline update RESULTS.json`"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # Fingerprint fields that never make two machines different for a baseline's purpose.
-_VOLATILE = frozenset({"os", "host_id"})
+_VOLATILE = frozenset({"os", "host_id", "yardstick"})
 # The engine's identity: judged by engine_change, not listed as machine differences.
 _ENGINE_KEYS = frozenset({"engine_version", "engine_commit"})
 
@@ -88,7 +88,8 @@ class BaselineMetric:
     samples: list[float]
     summary: stats.Summary
     extra: dict[str, Any] = field(default_factory=dict)
-    # oldest first: recorded, commit, samples and, since session 3, host (machine.host_id)
+    # oldest first: recorded, commit, samples and, since session 3, host (machine.host_id); since the
+    # machine yardstick, yardstick (machine.yardstick, specwatch.load.yardstick), when the run measured one
     sessions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -119,17 +120,17 @@ class BaselineMetric:
         if not kept:
             return list(self.samples), [], ""
         every = [list(s["samples"]) for s in kept]
+        chosen = self.chosen_sessions(host, min_sessions, same_class=same_class)
         hosts = {s["host"] for s in kept if s.get("host")}
         unnamed = sum(1 for s in kept if not s.get("host"))
         if same_class is False:
             return list(self.samples), every, (
                 f"its {len(kept)} session(s) were recorded on another machine class than this machine's "
                 f"({_origin(hosts, unnamed)}): the comparison measures the machines as much as the server")
-        mine = [s for s in kept if host and s.get("host") == host]
-        if min_sessions <= len(mine) < len(kept):
-            pooled = [float(x) for s in mine for x in s["samples"]]
-            return pooled, [list(s["samples"]) for s in mine], (
-                f"judged against the {len(mine)} of its {len(kept)} sessions recorded on this machine")
+        if len(chosen) < len(kept):
+            pooled = [float(x) for s in chosen for x in s["samples"]]
+            return pooled, [list(s["samples"]) for s in chosen], (
+                f"judged against the {len(chosen)} of its {len(kept)} sessions recorded on this machine")
         note = ""
         if host and hosts and host not in hosts:
             of_class = " of the class" if same_class else ""
@@ -144,16 +145,27 @@ class BaselineMetric:
                     f"covers only when they span several machines")
         return list(self.samples), every, note
 
+    def chosen_sessions(self, host: str | None, min_sessions: int, *,
+                        same_class: bool | None = True) -> list[dict[str, Any]]:
+        """The recorded sessions (with samples) that :meth:`reference_for` judges against, in its order:
+        those of machine ``host`` when it has at least ``min_sessions`` of them, else all."""
+        kept = [s for s in self.sessions if s.get("samples")]
+        mine = [s for s in kept if host and s.get("host") == host]
+        return mine if same_class is not False and min_sessions <= len(mine) < len(kept) else kept
+
     @classmethod
     def from_result(cls, r: Result, *, recorded: str = "", commit: str | None = None,
                     earlier: list[dict[str, Any]] | None = None, keep_sessions: int = 1,
-                    host: str | None = None) -> BaselineMetric:
-        """From one result, after the kept ``earlier`` sessions (summary computed with a fixed seed)."""
+                    host: str | None = None, yardstick: Mapping[str, Any] | None = None) -> BaselineMetric:
+        """From one result, after the kept ``earlier`` sessions (summary computed with a fixed seed);
+        ``yardstick``: the recording machine's yardstick, kept with the session."""
         if not r.samples:
             raise UsageError(f"{r.key}: no samples to record as a baseline")
-        session = {"recorded": recorded, "commit": commit, "samples": list(r.samples)}
+        session: dict[str, Any] = {"recorded": recorded, "commit": commit, "samples": list(r.samples)}
         if host:
             session["host"] = host
+        if yardstick:
+            session["yardstick"] = dict(yardstick)
         sessions = [*(earlier or []), session][-max(1, keep_sessions):]
         pooled = [float(x) for sess in sessions for x in sess["samples"]]
         return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
@@ -175,6 +187,8 @@ def _check_sessions(sessions: Any, where: str) -> list[dict[str, Any]]:
         finite_samples(sess.get("samples", []), f"{where}: session {i}")
         if not isinstance(sess.get("host") or "", str):
             raise UsageError(f"{where}: session {i}: field 'host' must be a string")
+        if not isinstance(sess.get("yardstick") or {}, dict):
+            raise UsageError(f"{where}: session {i}: field 'yardstick' must be an object")
     return sessions
 
 
@@ -383,7 +397,9 @@ class BaselineStore:
         """(machine_class, profile) pairs that have a baseline, sorted."""
         if not self.root.is_dir():
             return []
-        return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json"))
+        from specwatch.store.roundspread import FILE_NAME as ROUND_SPREAD  # beside the baselines, not one
+
+        return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json") if p.name != ROUND_SPREAD)
 
     def _build(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
                items: list[Result], *, recorded: str, keep_sessions: int) -> tuple[Path, Baseline]:
@@ -402,7 +418,7 @@ class BaselineStore:
             before = old.get(r.workload, r.metric) if old and keep_sessions > 1 else None
             m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
                                            earlier=before.sessions if before else None,
-                                           host=fingerprint.get("host_id"))
+                                           host=fingerprint.get("host_id"), yardstick=fingerprint.get("yardstick"))
             if m.name in metrics:
                 raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
             metrics[m.name] = m

@@ -26,6 +26,7 @@ class KeySessions:
     higher_is_better: bool
     sessions: list[list[float]] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)  # a file name, or the recording date and machine
+    yardsticks: list[dict | None] = field(default_factory=list)  # each session's machine yardstick, if recorded
 
     @property
     def metric(self) -> str:
@@ -40,7 +41,7 @@ def baseline_sessions(path: str | os.PathLike[str]) -> tuple[Baseline, list[KeyS
         kept = [s for s in m.sessions if s.get("samples")]
         found.append(KeySessions(make_key(base.profile, m.workload, m.metric), m.unit, m.higher_is_better,
                                  [[float(x) for x in s["samples"]] for s in kept],
-                                 [_recorded(s) for s in kept]))
+                                 [_recorded(s) for s in kept], [s.get("yardstick") for s in kept]))
     return base, found
 
 
@@ -63,7 +64,8 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
     UsageError when two files disagree on a key's unit or direction."""
     found: dict[str, KeySessions] = {}
     for path in paths:
-        for r in ResultSet.load(path).results:
+        rs = ResultSet.load(path)
+        for r in rs.results:
             if not r.samples:
                 continue
             ks = found.setdefault(r.key, KeySessions(r.key, r.unit, r.higher_is_better))
@@ -72,6 +74,7 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
                                  f"but in {ks.unit} ({ks.higher_is_better}) in {ks.labels[0]}")
             ks.sessions.append([float(x) for x in r.samples])
             ks.labels.append(str(path))
+            ks.yardsticks.append(rs.machine.get("yardstick"))
     return found
 
 

@@ -1,0 +1,245 @@
+"""The load's OpenAI client against a fake OpenAI-compatible server (openai_fake.py): what it measures,
+what it sends, and that every failure is one line.
+
+Timings are only bounded from below (a chunk cannot arrive before the server slept), never from
+above: a loaded machine only makes them longer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from openai_fake import BODIES, MODEL, make_app
+
+from specwatch.errors import InfraError, RequestRejected, UsageError
+from specwatch.load.client import Client, Generation
+from specwatch.load.openai_client import OpenAIClient, client_for, spread
+from specwatch.profiles.loading import check_reachable, parse_profiles
+from specwatch.profiles.profile import ServerProfile
+from specwatch.server.pool import ServerPool
+
+T = TypeVar("T")
+DELAY, FIRST = 0.02, 0.05
+
+
+def _serve(
+    app: web.Application,
+    job: Callable[[OpenAIClient], Awaitable[T]],
+    api: str = "completions",
+    model: str | None = None,
+) -> T:
+    async def run() -> T:
+        async with TestServer(app) as srv, OpenAIClient(str(srv.make_url("")).rstrip("/"), api, model) as client:
+            return await job(client)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_ttft_itl_and_tokens_of_a_stream(api: str) -> None:
+    app = make_app(delay=DELAY, first_delay=FIRST)
+    gen: Generation = _serve(app, lambda c: c.generate("hello there", max_new_tokens=6), api)
+    assert gen.completion_tokens == 6 and gen.meta_info["completion_tokens_from"] == "usage"
+    assert gen.text == " t0 t1 t2 t3 t4 t5" and gen.meta_info["finish_reason"] == "length"
+    assert gen.meta_info["prompt_tokens"] == 2
+    # TTFT: the first chunk with text (chat's role-only chunk and the keep-alive comment do not count)
+    assert gen.ttft_s >= 0.8 * FIRST
+    assert len(gen.chunk_gaps_s) == 5 and gen.chunk_tokens == [1] * 5
+    assert all(g >= 0.8 * DELAY for g in gen.chunk_gaps_s), gen.chunk_gaps_s
+    assert len(gen.itl_s) == 5 and gen.e2e_s >= gen.ttft_s + 5 * 0.8 * DELAY
+    body = app[BODIES][0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["ignore_eos"] is True and body["temperature"] == 0 and body["max_tokens"] == 6
+    assert body["model"] == MODEL  # asked of GET /v1/models: the profile named none
+    assert (
+        (body["messages"] == [{"role": "user", "content": "hello there"}])
+        if api == "chat"
+        else (body["prompt"] == "hello there")
+    )
+
+
+def test_several_tokens_per_chunk_are_spread_over_the_chunks() -> None:
+    gen = _serve(make_app(delay=0.001, first_delay=0.001, per_chunk=3), lambda c: c.generate("x", max_new_tokens=8))
+    assert gen.completion_tokens == 8 and gen.chunk_tokens == [3, 2]  # first chunk 3 tokens, then 3 and 2
+    assert len(gen.itl_s) == 5
+    assert spread(8, [3, 3, 2]) == [3, 3, 2] and spread(5, [1, 1, 1, 1, 1]) == [1] * 5
+    assert sum(spread(7, [10, 1, 1])) == 7 and min(spread(7, [10, 1, 1])) >= 1
+    assert spread(2, [1, 1, 1]) in ([1, 1, 0], [1, 0, 1], [0, 1, 1]) and spread(0, [1]) == [0]
+
+
+def test_without_a_usage_chunk_the_chunks_are_counted_and_it_says_so() -> None:
+    gen = _serve(make_app(delay=0.001, first_delay=0.001, usage=False), lambda c: c.generate("x", max_new_tokens=4))
+    assert gen.completion_tokens == 4 and gen.meta_info["completion_tokens_from"] == "chunks"
+
+
+def test_a_named_model_is_sent_and_models_is_not_asked() -> None:
+    app = make_app(delay=0.001, first_delay=0.001)
+    with pytest.raises(RequestRejected, match=r"^POST http://\S+/v1/completions -> HTTP 404: .*other-model") as exc:
+        _serve(app, lambda c: c.generate("x", max_new_tokens=2), model="other-model")
+    assert exc.value.status == 404 and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "error", "pattern"),
+    [
+        ("fail500", InfraError, r"-> HTTP 500: Internal Server Error \(engine died\)$"),
+        ("malformed", InfraError, r"malformed stream line b'\{not json' \(not JSON\)$"),
+        ("error", InfraError, r"the stream reported an error: \{'message': 'out of KV cache'"),
+        ("cut", InfraError, r"the stream ended without \[DONE\] or a finish_reason after 2 text chunk\(s\)"),
+    ],
+)
+def test_failures_are_one_line(prompt: str, error: type[Exception], pattern: str) -> None:
+    with pytest.raises(error, match=pattern) as exc:
+        _serve(make_app(delay=0.001, first_delay=0.001), lambda c: c.generate(prompt, max_new_tokens=4))
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("POST http://")
+    assert not isinstance(exc.value, RequestRejected)  # a 5xx or a broken stream is the server's fault
+
+
+def test_a_refused_ignore_eos_is_dropped_once_and_noted() -> None:
+    app = make_app(delay=0.001, first_delay=0.001, reject_ignore_eos=True)
+
+    async def job(c: OpenAIClient) -> tuple[Generation, Generation, list[str]]:
+        return await c.generate("x", max_new_tokens=3), await c.generate("y", max_new_tokens=3), c.notes
+
+    first, second, notes = _serve(app, job)
+    assert first.completion_tokens == second.completion_tokens == 3
+    assert first.meta_info["ignore_eos"] is False and second.meta_info["ignore_eos"] is False
+    assert ["ignore_eos" in b for b in app[BODIES]] == [True, False, False]  # asked once, then never again
+    assert len(notes) == 1 and "refused ignore_eos (HTTP 400: " in notes[0], notes
+
+
+def test_a_400_about_something_else_is_rejected_with_the_first_answer() -> None:
+    async def bad(request: web.Request) -> web.Response:
+        return web.Response(status=400, text="max_tokens is too large")
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", bad)
+    with pytest.raises(RequestRejected, match=r"-> HTTP 400: max_tokens is too large$"):
+        _serve(app, lambda c: c.generate("x", max_new_tokens=3), model="m")
+
+
+def test_connection_refused_and_a_missing_models_route_are_one_line() -> None:
+    from specwatch.server.process import free_port
+
+    async def refused() -> Any:
+        async with OpenAIClient(f"http://127.0.0.1:{free_port()}", "chat", "m") as c:
+            return await c.generate("x")
+
+    with pytest.raises(InfraError, match=r"^POST http://127\.0\.0\.1:\d+/v1/chat/completions failed: ") as exc:
+        asyncio.run(refused())
+    assert "\n" not in str(exc.value)
+    with pytest.raises(InfraError, match=r"GET http://\S+/v1/models -> HTTP 404: .*set model in the profile"):
+        _serve(web.Application(), lambda c: c.generate("x"))
+
+
+def test_server_info_flush_and_health_of_a_plain_openai_server() -> None:
+    async def job(c: OpenAIClient) -> tuple[Any, ...]:
+        return await c.server_info(), await c.flush_cache(), await c.healthy(), await c.metrics()
+
+    info, flushed, healthy, metrics = _serve(make_app(), job, "chat")
+    assert info == {"api": "chat", "model": MODEL} and flushed is True and healthy is True and metrics is None
+
+
+def test_the_profile_picks_the_client() -> None:
+    sglang = ServerProfile("s", engine="sglang", model="m")
+    assert type(client_for(sglang, "http://h:1")) is Client
+    chat = client_for(replace(sglang, api="chat"), "http://h:1")
+    assert isinstance(chat, OpenAIClient) and chat.native and chat.route == "/v1/chat/completions"
+    plain = client_for(ServerProfile("o", engine="openai", model=""), "http://h:1")
+    assert isinstance(plain, OpenAIClient) and not plain.native and plain.model is None and plain.api == "completions"
+
+
+def _openai(**fields: Any) -> dict[str, Any]:
+    return {"version": 1, "server": [{"name": "vllm", "engine": "openai", **fields}]}
+
+
+def test_openai_profiles() -> None:
+    ps = parse_profiles(_openai(url="http://localhost:8000"), "p.toml")
+    prof = ps.get("vllm")
+    assert prof.model == "" and prof.load_api == "completions" and not prof.speaks_sglang and prof.gpus_needed == 0
+    assert ps.roles == {"baseline": "vllm"}
+    why = prof.sglang_only("verify graphs")
+    assert why and "SGLang-only" in why and "engine = 'openai'" in why and "/v1/completions" in why
+    assert ServerProfile("r").sglang_only("verify graphs") is None
+    assert parse_profiles(_openai(api="chat", model="llama")).get("vllm").load_api == "chat"
+    for fields, message in [
+        ({"api": "generate"}, r"p\.toml: server\[0\] \(vllm\)\.api: an OpenAI-compatible server has no SGLang"),
+        ({"url": "localhost:8000"}, r"\.url: expected an http:// or https:// base URL"),
+        ({"api": "soap"}, r"\.api: expected one of 'generate', 'completions', 'chat'"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            parse_profiles(_openai(**fields), "p.toml")
+    with pytest.raises(UsageError, match=r"\.url: only for engine = \"openai\""):
+        parse_profiles({"server": [{"name": "a", "engine": "sglang", "model": "m", "url": "http://h:1"}]})
+    with pytest.raises(UsageError, match=r"\.api: the reference server streams only /generate"):
+        parse_profiles({"server": [{"name": "a", "api": "completions"}]})
+
+
+def test_an_openai_server_without_a_url_is_one_usage_line(tmp_path) -> None:
+    ps = parse_profiles(_openai(), "p.toml")
+    with pytest.raises(UsageError) as exc:
+        check_reachable(ps, None)
+    assert str(exc.value) == (
+        "p.toml: vllm: engine = 'openai' is a server specwatch does not boot; give its URL "
+        '(url = "http://host:8000" in the profile, or --specwatch-server-url URL)'
+    )
+    check_reachable(ps, "http://localhost:8000")  # the flag is its URL
+    pool = ServerPool(ps.servers.values(), tmp_path)
+    with pytest.raises(UsageError, match="does not boot"):
+        pool.get(ps.get("vllm"))
+    with pytest.raises(UsageError, match="does not boot"):
+        ps.get("vllm").command("127.0.0.1", 1)
+    remote = parse_profiles(_openai(url="http://localhost:8000/")).get("vllm")
+    server = ServerPool([remote], tmp_path).get(remote)
+    assert server.url == "http://localhost:8000" and server.external and server.process is None
+
+
+def test_a_measurement_of_an_openai_server_and_its_skipped_sglang_checks() -> None:
+    """measure() drives the OpenAI route end to end (warm-up, no flush, runs, counters) and says what the
+    client changed; the SGLang-only checks skip with the profile's reason."""
+    from specwatch.checks import accept_length, environment, lossless_live, verify_graphs
+    from specwatch.load.measure import measure_async
+    from specwatch.load.workload import Workload
+    from specwatch.server.pool import RunningServer
+
+    app = make_app(delay=0.002, first_delay=0.002, reject_ignore_eos=True)
+    prof = parse_profiles(_openai(url="http://unused:1", api="chat")).get("vllm")
+    notes: list[str] = []
+
+    async def run() -> Any:
+        async with TestServer(app) as srv:
+            server = RunningServer(profile=prof, url=str(srv.make_url("")).rstrip("/"))
+            return server, await measure_async(server, Workload("w", runs=3, warmup=1, max_new_tokens=5), notes.append)
+
+    server, m = asyncio.run(run())
+    assert len(m.runs) == 3 and m.samples("output_tok_s")[0] > 0 and all(r.completion_tokens == 5 for r in m.runs)
+    assert m.server_info_after == {"api": "chat", "model": MODEL} and m.metrics_delta is None
+    assert sum("refused ignore_eos" in n for n in notes) == 1, notes
+    assert all("messages" in b for b in app[BODIES])
+    for verdict in (
+        environment.check(None, server),
+        verify_graphs.check(None, server, m),
+        accept_length.check(None, server, m),
+        lossless_live.check(None, ServerProfile("ref"), prof, ["a"], 4),  # type: ignore[arg-type]
+    ):
+        assert verdict.skipped and "is an SGLang-only check" in verdict.reason, verdict.message
+        assert "engine = 'openai'" in verdict.reason and "/v1/chat/completions" in verdict.reason
+
+
+def test_profile_show_of_the_shipped_openai_example(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from specwatch.cli import main
+
+    example = Path(__file__).resolve().parents[2] / "fixtures" / "profiles" / "openai-example.toml"
+    assert main(["profile", "show", str(example)]) == 0
+    assert capsys.readouterr().out == (
+        "# vllm-llama8b [baseline] openai: not booted; load: POST http://localhost:8000/v1/completions, "
+        "model the first id of GET /v1/models\n"
+    )
