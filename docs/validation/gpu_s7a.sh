@@ -13,7 +13,7 @@ BASE=${BASE:-docs/validation/ab/large-base.toml}
 sed "s/SPECWATCH_SLOWDOWN_GPU_CYCLES = \"120000\"/SPECWATCH_SLOWDOWN_GPU_CYCLES = \"$CYCLES\"/" \
     ${SLOW_SRC:-docs/validation/ab/large-slow.toml} > docs/validation/ab/large-slow-s7.toml
 args=(-m perf tests/perf/test_throughput.py -k "drift and decode" -p no:cacheprovider -q
-      --specwatch-baseline-dir=/tmp/none)
+      --specwatch-baseline-dir=/tmp/none --specwatch-yardstick=off)
 loop() {  # gpu name head-profile
   local gpu=$1 name=$2 head=$3 i=0
   while (( $(left) > ${VERDICT_S:-150} )); do

@@ -56,7 +56,7 @@ while (( $(left) > 130 )); do
       --head-profile "docs/validation/ab/${pair#*:}" --rounds 2 --max-rounds 4 --tolerance 0.005 \
       --metric decode_tok_s --round-history "$W/rh" --record-rounds --memo /tmp/abmemo-tp2 -- \
       -m perf tests/perf/test_throughput.py -k "drift and decode" -p no:cacheprovider -q \
-      --specwatch-baseline-dir=/tmp/none --specwatch-report-dir=/tmp/reports-tp2 > "$W/ab-tp2-$name-$i.txt" 2>&1
+      --specwatch-baseline-dir=/tmp/none --specwatch-yardstick=off --specwatch-report-dir=/tmp/reports-tp2 > "$W/ab-tp2-$name-$i.txt" 2>&1
     note "ab tp2 $name $i: exit $? in $(( SECONDS - t )) s; $(grep -E '^\[ab\] (REGRESSION|UNSURE|no regression)' "$W/ab-tp2-$name-$i.txt" | head -1)"
   done
 done
