@@ -120,6 +120,21 @@ def test_a_hung_rank_is_reported_with_what_each_rank_printed_last() -> None:
     assert not _probe_processes()
 
 
+def test_a_hang_in_the_teardown_keeps_the_timings_with_a_note() -> None:
+    """Issue 19, as seen on two H200s over sockets (2026-12-01): every rank timed every size, then
+    the NCCL teardown never returned. The timings are whole (written before the teardown): kept,
+    the ranks killed, and the run says so instead of failing."""
+    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    run = run_probe(env, world=2, sizes=[1024, 2048], device="cpu", graphed=False, calls=2, samples=3,
+                    timeout_s=20, hang_teardown=True)
+    assert sorted(run.samples_us) == [1024, 2048] and all(len(v) == 3 for v in run.samples_us.values())
+    assert "hung in the teardown (destroy_process_group) after every size was timed" in run.note
+    deadline = time.monotonic() + 10
+    while _probe_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _probe_processes()
+
+
 def test_a_failing_probe_says_why() -> None:
     env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
     with pytest.raises(InfraError, match=r"the all-reduce probe failed \(exit [1-9]") as exc:

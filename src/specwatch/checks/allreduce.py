@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specwatch.checks.allreduce_ranks import TIMINGS_DONE
 from specwatch.errors import InfraError, UsageError
 from specwatch.judge import compare
 from specwatch.paths import with_specwatch_importable
@@ -42,6 +43,7 @@ class ProbeRun:
     backend: str
     graphed: bool
     world: int
+    note: str = ""  # e.g. the ranks hung in the teardown, after their timings were written
 
 
 @dataclass(frozen=True)
@@ -76,17 +78,21 @@ def probe_env(profile: ServerProfile, managed: set[str], base: Mapping[str, str]
 
 
 def run_probe(env: Mapping[str, str], *, world: int, sizes: Sequence[int], device: str, graphed: bool,
-              calls: int = 20, samples: int = 30, timeout_s: float = 180.0, hang_rank: int = -1) -> ProbeRun:
+              calls: int = 20, samples: int = 30, timeout_s: float = 180.0, hang_rank: int = -1,
+              hang_teardown: bool = False) -> ProbeRun:
     """Launch the ranks under ``env`` and read their timings; InfraError (the whole process group
     killed) when they fail or outlive ``timeout_s``, saying what each rank printed last: an NCCL
-    hang must not hang the run, and must leave something to debug from. ``hang_rank``: a fault for
-    the tests, that rank never joins."""
+    hang must not hang the run, and must leave something to debug from. A hang after every rank
+    timed every size (NCCL's teardown of a communicator that CUDA graphs captured) keeps the
+    timings, with a note. ``hang_rank``, ``hang_teardown``: faults for the tests (that rank never
+    joins; every rank hangs in the teardown)."""
     with tempfile.TemporaryDirectory(prefix="specwatch-allreduce-") as tmp:
         out = Path(tmp) / "times.json"
         argv = [sys.executable, "-m", "specwatch.checks.allreduce_ranks", "--world", str(world), "--device", device,
                 "--sizes", ",".join(str(s) for s in sizes), "--calls", str(calls), "--samples", str(samples),
                 "--out", str(out), "--log-dir", tmp, *(["--graphed"] if graphed else []),
-                *(["--hang-rank", str(hang_rank)] if hang_rank >= 0 else [])]
+                *(["--hang-rank", str(hang_rank)] if hang_rank >= 0 else []),
+                *(["--hang-teardown"] if hang_teardown else [])]
         proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         try:
@@ -94,6 +100,12 @@ def run_probe(env: Mapping[str, str], *, world: int, sizes: Sequence[int], devic
         except subprocess.TimeoutExpired:
             kill_process_group(proc, grace=0.0)
             log, _ = proc.communicate()
+            if out.exists() and all(TIMINGS_DONE in rank_log(Path(tmp), r) for r in range(world)):
+                doc = json.loads(out.read_text())
+                note = (f"the ranks hung in the teardown (destroy_process_group) after every size was timed; "
+                        f"killed after {timeout_s:g} s, the timings kept")
+                return ProbeRun({int(k): list(v) for k, v in doc["samples_us"].items()}, doc["backend"],
+                                bool(doc["graphed"]), int(doc["world"]), note)
             raise InfraError(f"the all-reduce probe ({world} ranks, {device}) did not finish in {timeout_s:g} s; "
                              f"killed (an NCCL hang or a rank that never joined). What each rank printed last:\n"
                              f"{rank_tails(Path(tmp), world, log)}") from None
@@ -116,14 +128,18 @@ def launch_medians(runs: Sequence[ProbeRun]) -> dict[int, list[float]]:
     return out
 
 
+def rank_log(log_dir: Path, rank: int) -> str:
+    """What rank ``rank`` wrote to its ``rank-<r>.log`` ('' when it wrote nothing)."""
+    path = log_dir / f"rank-{rank}.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
 def rank_tails(log_dir: Path, world: int, launcher_output: str, lines: int = 4) -> str:
     """The last ``lines`` lines each rank wrote to its ``rank-<r>.log`` (NCCL's own lines included),
     and the launcher's own, indented: what a hang or a failure leaves to debug from."""
     parts = []
     for rank in range(world):
-        path = log_dir / f"rank-{rank}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+        tail = [ln for ln in rank_log(log_dir, rank).splitlines() if ln.strip()][-lines:]
         parts.append(f"  rank {rank}: " + ("\n    ".join(tail) if tail else "(nothing: the rank never started)"))
     launcher = [ln for ln in (launcher_output or "").splitlines() if ln.strip()][-lines * 2:]
     if launcher:
@@ -188,6 +204,8 @@ def main(profiles: str | None, *, rounds: int, sizes: Sequence[int], graphed: st
                 env = probe_env(prof, managed, run_dir=Path(envdir) / f"{role}-{r}")
                 runs[role].append(run_probe(env, world=prof.tp, sizes=sizes, device=dev, graphed=use_graphs,
                                             calls=calls, samples=samples, timeout_s=timeout_s))
+                if runs[role][-1].note:
+                    progress(f"[specwatch] {prof.name}: {runs[role][-1].note}")
     effects = tuning_effects(runs["untuned"], runs["tuned"], min_effect=ps.gates.tuning_min_effect)
     first = runs["tuned"][0]
     progress(f"all-reduce, {first.world} ranks over {first.backend}, {'CUDA graph' if first.graphed else 'eager'}, "

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: What each rank prints once its timings are done (the parent then accepts a hang in the teardown).
+TIMINGS_DONE = "all sizes timed"
 #: Version of the JSON this writes.
 FORMAT_VERSION = 1
 
@@ -76,6 +78,7 @@ def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
 
     dist.all_reduce(torch.zeros(1, device=dev))  # the communicator, on the default stream
     times: dict[str, list[float]] = {}
+    graphs: list[Any] = []  # captured all-reduces hold the communicator: released before it is destroyed
     for size in a.sizes:
         _say(rank, f"size {size} B: {'warm-up on a side stream, then capture' if a.graphed else 'warm-up'}")
         x = torch.zeros(max(1, size // dtype.itemsize), dtype=dtype, device=dev)
@@ -90,6 +93,7 @@ def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
             with torch.cuda.graph(graph):
                 for _ in range(a.calls):
                     dist.all_reduce(x)
+            graphs.append(graph)
             step = graph.replay
         else:
             def step(x: Any = x) -> None:
@@ -109,8 +113,18 @@ def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
     if rank == 0:
         doc = {"version": FORMAT_VERSION, "backend": dist.get_backend(), "world": a.world, "graphed": a.graphed,
                "dtype": str(dtype).removeprefix("torch."), "calls": a.calls, "samples_us": times}
-        Path(a.out).write_text(json.dumps(doc))
+        tmp = Path(a.out).with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(a.out)  # whole or absent: the parent may read it while a rank hangs in the teardown
+    _say(rank, f"{TIMINGS_DONE}; releasing {len(graphs)} CUDA graph(s), then destroy_process_group")
+    sync()
+    graphs.clear()
+    sync()
+    if a.hang_teardown:  # a fault for the tests: the teardown never returns, as NCCL's did once here
+        _say(rank, "hanging in the teardown (--hang-teardown)")
+        time.sleep(3600)
     dist.destroy_process_group()
+    _say(rank, "process group destroyed")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--log-dir", default="", help="write each rank's output to rank-<r>.log here")
     ap.add_argument("--hang-rank", type=int, default=-1, help=argparse.SUPPRESS)  # a fault for the tests
+    ap.add_argument("--hang-teardown", action="store_true", help=argparse.SUPPRESS)  # a fault for the tests
     a = ap.parse_args(argv)
     import torch.multiprocessing as mp
 
