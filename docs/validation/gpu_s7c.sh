@@ -20,11 +20,11 @@ gpu0() {
     --specwatch-history "$W/history-graphs.sqlite"
   step engine-above-captured 90 python3 -m pytest -p no:cacheprovider -rA tests/refserver/test_engine.py \
     -k above_the_largest_captured
-  sweep sweep-small 150 fixtures/profiles/gpu-ref-small-sweep.toml
+  sweep sweep-small fixtures/profiles/gpu-ref-small-sweep.toml 150
 }
 gpu1() {
   export CUDA_VISIBLE_DEVICES=1
-  sweep sweep-large 200 fixtures/profiles/gpu-ref-large-sweep.toml
+  sweep sweep-large fixtures/profiles/gpu-ref-large-sweep.toml 400
 }
 gpu0 & gpu1 & wait
 # TP=2 A/B: ref-small eagle3-tuned, healthy against healthy and against a GPU sleep after every graph replay
