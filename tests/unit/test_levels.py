@@ -118,6 +118,23 @@ def test_the_sweep_gate_judges_every_level_and_finds_the_crossover() -> None:
     assert session.verdict_rows == verdict.rows  # recorded for the table and the results file
 
 
+def test_an_interleaved_sweep_measures_each_level_as_a_pair() -> None:
+    """gates.interleave_runs: each level's two servers are measured together (runs interleaved),
+    baseline first, levels in order; the verdicts are the same as from separate measurements."""
+    session = _session({"interleave_runs": True})
+    pairs: list[tuple[str, str, str]] = []
+    single = session.measure
+
+    def measure_pair(first: str, second: str, workload: str) -> tuple[Measurement, Measurement]:
+        pairs.append((first, second, workload))
+        return single(first, workload), single(second, workload)
+
+    session.measure_pair = measure_pair
+    verdict = gates.speculation_by_level(session)
+    assert pairs == [("base", "spec", level) for level in ("concurrency-1", "concurrency-4", "concurrency-16")]
+    assert [r.extra["sweep"]["verdict"] for r in verdict.rows if "sweep" in r.extra] == ["pass", "pass", "no_effect"]
+
+
 def test_the_crossover_gate_fails_below_its_minimum() -> None:
     assert gates.speculation_by_level(_session({"min_crossover_concurrency": 16})).passed
     SPEEDS["concurrency-16"] = (600.0, 300.0)

@@ -210,7 +210,10 @@ def speculation_by_level(session: Session) -> Verdict:
     Mann-Whitney) on :data:`LEVEL_METRIC`; an inconclusive level does not pay. The per-level
     verdicts are reported (speculation is expected to stop paying somewhere); the verdict fails only
     when ``gates.min_crossover_concurrency`` is set and the crossover comes below it. Each server
-    runs every level on one boot (baseline first), levels in increasing order.
+    runs every level on one boot (baseline first), levels in increasing order; with
+    ``gates.interleave_runs`` both servers are up at once and each level's runs are interleaved
+    (:meth:`Session.measure_pair`: a fresh boot of both per level and round), so a machine that
+    drifts during the sweep moves both sides of a level alike.
     """
     from specwatch.judge.levels import LEVEL_METRICS, crossover, crossover_ok
     from specwatch.load.workload import level_names
@@ -222,10 +225,14 @@ def speculation_by_level(session: Session) -> Verdict:
     if not levels:
         return Verdict(SPEC_BY_LEVEL, Status.SKIP, f"{session.profiles.source}: [workload] sets no sweep levels; "
                                                    "add concurrency = [1, 4, 16, 64] (or request_rate = [2.0, 8.0])")
-    for name in (base_p.name, spec_p.name):
-        for level in levels:
-            session.measure(name, level)
     gates = session.profiles.gates
+    if gates.interleave_runs:
+        for level in levels:
+            session.measure_pair(base_p.name, spec_p.name, level)
+    else:
+        for name in (base_p.name, spec_p.name):
+            for level in levels:
+                session.measure(name, level)
     rows, lines, judged = [], [], []
     for level in levels:
         spec, base = session.measurements[(spec_p.name, level)], session.measurements[(base_p.name, level)]
