@@ -41,7 +41,8 @@ run_requests = 4
 #: the built-in set, its prompts cut or repeated to 16-48 words (ref-tiny's context is 1024 bytes)
 BUILTIN = 'dataset = "builtin"\ninput_words = { dist = "uniform", low = 16, high = 48 }\n' \
           'output_len = { dist = "uniform", low = 8, high = 24 }'
-JSONL = 'dataset = "prompts/mine.jsonl"\noutput_len = 16'
+#: plus an open-loop level: Poisson arrivals at 8 requests a second (4 requests a run: about 0.5 s)
+JSONL = 'dataset = "prompts/mine.jsonl"\noutput_len = 16\nrequest_rate = [8.0]'
 
 
 def _sweep(tmp_path: Path, workload: str, margin: float, minimum: int) -> tuple[subprocess.CompletedProcess[str],
@@ -107,3 +108,9 @@ def test_a_jsonl_dataset_drives_a_sweep_and_the_crossover_gate_bites(tmp_path: P
     assert extra["vs_baseline"]["verdict"] == "fail" and extra["crossover"]["level"] == 1
     assert extra["crossover"]["gate"] == "fail" and extra["dataset"]["name"] == "mine.jsonl"
     assert len(results["baseline/concurrency-4/p99_itl_ms"]["samples"]) == 5
+    # the request-rate level ran live, with its own keys and arrival settings, and is not a crossover level
+    rate = results["eagle3/request-rate-8/output_throughput"]
+    assert len(rate["samples"]) == 5 and min(rate["samples"]) > 0, rate
+    assert rate["extra"]["request_rate"] == 8.0 and rate["extra"]["vs_baseline"]["verdict"] in ("pass", "fail",
+                                                                                                "no_effect")
+    assert "request-rate-8 " in out.stdout and len(results["baseline/request-rate-8/p99_ttft_ms"]["samples"]) == 5
