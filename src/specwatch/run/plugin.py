@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from specwatch.errors import InfraError
 from specwatch.run.activation import COUNTER_KEY, ReportCounter, activate, activate_or_exit, active, asked_up_front
 from specwatch.run.options import OPTIONS
 
@@ -93,7 +94,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     session = active(item.config)
     if report.failed and session is not None:
         session.failed(item, call.excinfo, report)
+        if report.failed and _infra(call.excinfo) and item.config.getoption("tbstyle") == "auto":
+            # could not measure: the message says why; a traceback of aiohttp or subprocess does not
+            report.longrepr = f"could not measure: {call.excinfo.value}\n(--tb=long shows the traceback)"
     return report
+
+
+def _infra(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    return excinfo is not None and excinfo.errisinstance(InfraError)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
