@@ -25,7 +25,8 @@ class FakeClient:
         self.sent: list[float] = []
         self.lengths: list[int] = []
 
-    async def generate(self, text: str, max_new_tokens: int, ignore_eos: bool) -> Generation:
+    async def generate(self, text: str, max_new_tokens: int, ignore_eos: bool,
+                       messages: tuple[tuple[str, str], ...] = ()) -> Generation:
         self.sent.append(time.perf_counter())
         self.lengths.append(max_new_tokens)
         self.in_flight += 1

@@ -243,3 +243,32 @@ def test_profile_show_of_the_shipped_openai_example(capsys: pytest.CaptureFixtur
         "# vllm-llama8b [baseline] openai: not booted; load: POST http://localhost:8000/v1/completions, "
         "model the first id of GET /v1/models\n"
     )
+
+
+def test_a_chat_dataset_goes_to_chat_completions_as_its_turns(tmp_path) -> None:
+    """issue 16: chat goes through /v1/chat/completions with the server's own chat template: a
+    dataset's system and user turns are sent as they are, not rendered into one user message."""
+    import json
+
+    from specwatch.load.measure import measure_async
+    from specwatch.load.workload import Workload
+    from specwatch.server.pool import RunningServer
+
+    data = tmp_path / "chats.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "Name two primes."}]}) + "\n"
+                    + json.dumps({"prompt": "Say hi."}) + "\n")
+    app = make_app(delay=0.001, first_delay=0.001)
+    prof = parse_profiles(_openai(url="http://unused:1", api="chat")).get("vllm")
+    wl = Workload("w", runs=2, warmup=0, max_new_tokens=3, dataset=str(data), concurrency=2,
+                  flush_after_warmup=False)
+
+    async def run() -> Any:
+        async with TestServer(app) as srv:
+            return await measure_async(RunningServer(profile=prof, url=str(srv.make_url("")).rstrip("/")), wl)
+
+    asyncio.run(run())
+    sent = [b["messages"] for b in app[BODIES]]
+    assert [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name two primes."}] in sent
+    assert [{"role": "user", "content": "Say hi."}] in sent  # a plain prompt: one user message
+    assert not any("<|user|>" in m["content"] for turns in sent for m in turns)  # never our plain template

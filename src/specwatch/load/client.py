@@ -94,8 +94,10 @@ class Client:
         ignore_eos: bool = True,
         stream: bool = True,
         extra: dict[str, Any] | None = None,
+        messages: Sequence[tuple[str, str]] = (),
     ) -> Generation:
-        """Run one request; streamed requests record TTFT and the gaps between chunks."""
+        """Run one request; streamed requests record TTFT and the gaps between chunks. ``messages``
+        (a chat's turns) go unused: ``/generate`` takes the chat rendered into ``prompt``."""
         body: dict[str, Any] = {
             "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": ignore_eos},
             "stream": stream,

@@ -116,7 +116,8 @@ async def _one_run(client: Client, requests: list[Request], wl: Workload) -> Run
         if at > 0:
             await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
         async with gate:  # TTFT is timed from the send, after any wait here (as bench_serving times it)
-            return await client.generate(req.text, max_new_tokens=req.max_new_tokens, ignore_eos=True)
+            return await client.generate(req.text, max_new_tokens=req.max_new_tokens, ignore_eos=True,
+                                         messages=req.messages)
 
     gens = await asyncio.gather(*(send(r, offsets[i % len(offsets)]) for i, r in enumerate(requests)))
     wall = time.perf_counter() - start

@@ -121,6 +121,7 @@ class OpenAIClient(Client):
         temperature: float,
         ignore_eos: bool,
         stream: bool,
+        messages: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": model,
@@ -128,8 +129,9 @@ class OpenAIClient(Client):
             "temperature": temperature,
             "stream": stream,
         }
-        if self.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
+        if self.api == "chat":  # a dataset's chat as its turns; a plain prompt as one user message
+            turns = messages or (("user", prompt),)
+            body["messages"] = [{"role": role, "content": content} for role, content in turns]
         else:
             body["prompt"] = prompt
         if stream:
@@ -147,10 +149,13 @@ class OpenAIClient(Client):
         ignore_eos: bool = True,
         stream: bool = True,
         extra: dict[str, Any] | None = None,
+        messages: Sequence[tuple[str, str]] = (),
     ) -> Generation:
         """One request on the OpenAI route; streamed requests record TTFT and the gaps between chunks.
 
-        ``input_ids`` go as the completions prompt (token ids); chat takes text only.
+        ``input_ids`` go as the completions prompt (token ids); chat takes text only. ``messages``:
+        a chat's turns, sent as they are to ``/v1/chat/completions`` (the server applies its own chat
+        template); ``/v1/completions`` takes the rendered ``prompt``.
         """
         if input_ids is not None and self.api == "chat":
             raise ValueError("/v1/chat/completions takes text, not input_ids")
@@ -158,7 +163,8 @@ class OpenAIClient(Client):
         model = await self.model_name()
 
         async def post() -> tuple[int, str, Generation | None, bool]:
-            body = {**self._body(model, text_or_ids, max_new_tokens, temperature, ignore_eos, stream), **(extra or {})}
+            body = {**self._body(model, text_or_ids, max_new_tokens, temperature, ignore_eos, stream, messages),
+                    **(extra or {})}
             where = f"POST {self.base_url}{self.route}"
             start = time.perf_counter()
             try:

@@ -40,11 +40,13 @@ def prompt_set(seed: int, n: int, words: int = 24) -> list[str]:
 
 @dataclass(frozen=True)
 class Request:
-    """One request of a run: the prompt text sent to ``/generate`` and its length in tokens."""
+    """One request of a run: the prompt text sent to ``/generate`` and its length in tokens; a chat
+    also keeps its turns, which ``/v1/chat/completions`` takes as they are."""
 
     text: str
     max_new_tokens: int
     category: str = ""
+    messages: tuple[tuple[str, str], ...] = ()  # (role, content); () for a plain prompt
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class Workload:
         if inputs:
             entries = [fit_entry(e, w) for e, w in zip(entries, inputs.sample(random.Random(self.seed + 1), n),
                                                          strict=True)]
-        return [Request(e.text, k, e.category) for e, k in zip(entries, out_lens, strict=True)]
+        return [Request(e.text, k, e.category, e.messages) for e, k in zip(entries, out_lens, strict=True)]
 
     def arrivals(self) -> list[float]:
         """Seconds from a run's start at which each of its requests is sent: all at once for a closed
