@@ -62,6 +62,17 @@ def round_prior(residual_sets: Sequence[Sequence[float]]) -> RoundPrior | None:
     return RoundPrior(math.sqrt(ss / df), df) if df else None
 
 
+def detectable(prior: RoundPrior, rounds: int, alpha: float, tolerance: float) -> float:
+    """The smallest slowdown (a fraction) that ``rounds`` rounds flag 19 times in 20 at this round
+    spread: a regression needs a one-sided p below ``alpha`` and a change beyond ``tolerance``, so
+    the true change must clear the larger of the two by 1.645 standard errors."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    se = prior.spread / math.sqrt(rounds)
+    t = float(_sps.t.ppf(1 - alpha, df=prior.df + rounds - 1))
+    return float(-math.expm1(-(max(-math.log1p(-tolerance), t * se) + 1.6448536269514722 * se)))
+
+
 def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: RoundPrior | None = None) -> PairedRounds:
     """Summarise per-round ratios (head/base, one per alternating round); needs ≥ 2 rounds, or 1
     with a ``prior`` (whose spread then stands for the round-to-round noise alone)."""
@@ -86,4 +97,4 @@ def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: Roun
                         pooled, int(df))
 
 
-__all__ = ["PairedRounds", "RoundPrior", "paired_rounds", "round_prior"]
+__all__ = ["PairedRounds", "RoundPrior", "detectable", "paired_rounds", "round_prior"]

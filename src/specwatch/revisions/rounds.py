@@ -229,7 +229,11 @@ def prior_source(settings: RoundSettings, lead: str, out: TextIO) -> PriorSource
         if not found:
             print(f"{lead} no earlier A/B rounds in {spread.path}: judged on these rounds alone", file=out, flush=True)
         for m, (p, where) in found.items():
-            print(f"{lead} {m}: round spread {p.spread:.2%} over {p.df} df from {where}", file=out, flush=True)
+            first, most = (paired.detectable(p, n, settings.alpha, settings.tolerance)
+                           for n in (settings.rounds, settings.max_rounds))
+            print(f"{lead} {m}: round spread {p.spread:.2%} over {p.df} df from {where}; at that spread "
+                  f"{settings.rounds} round(s) flag a slowdown of {first:.1%} or more 19 times in 20, "
+                  f"{settings.max_rounds} rounds {most:.1%}", file=out, flush=True)
         return found
 
     return priors
