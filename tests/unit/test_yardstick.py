@@ -349,3 +349,34 @@ def test_specwatch_compare_normalises_a_results_file_by_its_yardstick(
         out = capsys.readouterr().out
         assert "normalised by the machine yardstick: session spread" in out
         assert code == (0 if center == 0.96 else 1), out
+
+
+def test_a_killed_run_takes_its_yardstick_child_with_it(tmp_path: Path) -> None:
+    """kill -9 of the tester while the yardstick is timing: the child (on a GPU, a CUDA context)
+    must not outlive it."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text("from specwatch.load.yardstick import run_yardstick\n"
+                      "run_yardstick(__import__('sys').executable, None, 77, 120, seconds=60)\n")
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 30
+        child = None
+        while child is None and time.monotonic() < deadline:
+            kids = psutil.Process(parent.pid).children()
+            child = next((k for k in kids if "specwatch.load.yardstick" in " ".join(k.cmdline())), None)
+            time.sleep(0.1)
+        assert child is not None, "the yardstick child never started"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        gone, alive = psutil.wait_procs([child], timeout=10)
+        assert child in gone and not alive
+    finally:
+        if parent.poll() is None:
+            parent.kill()

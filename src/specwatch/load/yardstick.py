@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specwatch.paths import with_specwatch_importable
+from specwatch.server.process import die_with_parent
 
 #: the format of the dict; a change of what is measured bumps it (scores of two versions never compare)
 VERSION = 1
@@ -251,7 +252,10 @@ def run_yardstick(
             report(text)
 
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+        # die_with_parent: a kill -9 of the run takes the child (and its CUDA context) with it; on
+        # Ctrl-C or a timeout subprocess.run kills it itself
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False,
+                              preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         failed(f"{' '.join(argv)} ran past {timeout_s:g} s")
         return None
