@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
+import handstarted
 import pytest
 
 from specwatch.cli import main
 from specwatch.profiles.profile import TUNED_NCCL
-from specwatch.server.process import free_port
 from specwatch.signals import probe
 from specwatch.store.capture import MANIFEST, REDACTED, read_capture
 
@@ -38,36 +35,18 @@ def leaky_server(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("leaky")
     leak = tmp / "site"
     probe.write_setter(leak, TUNED_NCCL)
-    port = free_port()
     log = tmp / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SPECWATCH_"))}
     env.update({"PYTHONPATH": os.pathsep.join([str(leak), str(ROOT / "src")]), "HF_TOKEN": SECRET,
                 "MY_PRIVATE_NOTE": PRIVATE})
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "specwatch.refserver", "--model-path", "ref-tiny", "--port", str(port),
-             "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--enable-metrics",
-             "--decode-log-interval", "5", "--device", "cpu"],
-            env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/health_generate", timeout=5).status == 200:
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        os.killpg(proc.pid, 9)
-        pytest.fail(f"the reference server did not start:\n{log.read_text()[-2000:]}")
+    proc, url = handstarted.start(log, env, ("--device", "cpu"))
     body = json.dumps({"text": "the quick brown fox jumps over", "sampling_params": {"max_new_tokens": 48,
                                                                                        "temperature": 0}}).encode()
     for _ in range(3):  # some verify cycles for the Decode lines and the counters
         req = urllib.request.Request(url + "/generate", body, {"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=60).read()
     yield url, log, proc.pid
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=30)
+    handstarted.stop(proc)
 
 
 def test_capture_by_url_then_inspect_finds_the_leak(leaky_server, tmp_path: Path,

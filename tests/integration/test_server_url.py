@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
+import handstarted
 import pytest
 
 from specwatch.profiles.profile import TUNED_NCCL
-from specwatch.server.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,28 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def running_server(tmp_path_factory: pytest.TempPathFactory):
     """A tuned EAGLE3 reference server started by hand, as a user would on their host, logging to a file."""
-    port = free_port()
     log = tmp_path_factory.mktemp("external") / "server.log"
     env = {**os.environ, **TUNED_NCCL, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "specwatch.refserver", "--model-path", "ref-tiny", "--port", str(port),
-         "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--enable-metrics",
-         "--decode-log-interval", "5"],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(log, "wb"), start_new_session=True)  # noqa: SIM115
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/health_generate", timeout=5).status == 200:
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("the reference server did not start")
+    proc, url = handstarted.start(log, env)
     yield url, log
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=30)
+    handstarted.stop(proc)
 
 
 def test_checks_against_an_external_server(running_server: tuple[str, Path], tmp_path: Path) -> None:
