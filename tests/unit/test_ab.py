@@ -195,3 +195,34 @@ def test_the_power_analysis_of_a_round_spread() -> None:
     assert paired.detectable(paired.RoundPrior(0.0, 5), 2, 0.01, 0.02) == pytest.approx(0.02)
     with pytest.raises(ValueError):
         paired.detectable(prior, 0, 0.01, 0.01)
+
+
+def _append_one(root: str, tag: str) -> None:
+    from specwatch.store.roundspread import RoundSpread
+
+    RoundSpread.append(root, "h200x1", [("decode_tok_s", [1.0, 1.01], tag)])
+
+
+def test_recording_waits_for_another_recorder(tmp_path: Path) -> None:
+    """One A/B per GPU of a host, both with --record-rounds: each reads, adds and writes under an
+    exclusive lock, so neither overwrites the other's run. While another recorder holds the lock,
+    an append waits; then both runs are in the file."""
+    import fcntl
+    import multiprocessing
+    import time
+
+    from specwatch.store.roundspread import FILE_NAME, RoundSpread
+
+    _append_one(str(tmp_path), "first")
+    lock_path = tmp_path / "h200x1" / f".{FILE_NAME}.lock"
+    ctx = multiprocessing.get_context("spawn")
+    with open(lock_path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        child = ctx.Process(target=_append_one, args=(str(tmp_path), "second"))
+        child.start()
+        time.sleep(3.0)  # far longer than an append takes
+        assert child.is_alive(), "the append did not wait for the lock"
+        assert [r.label for r in RoundSpread.for_class(tmp_path, "h200x1").runs] == ["first"]
+    child.join(30)
+    assert child.exitcode == 0
+    assert [r.label for r in RoundSpread.for_class(tmp_path, "h200x1").runs] == ["first", "second"]

@@ -77,6 +77,22 @@ class RoundSpread:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
             self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label))
 
+    @classmethod
+    def append(cls, baseline_dir: str | Path, machine_class: str,
+               runs: Sequence[tuple[str, Sequence[float], str]]) -> Path:
+        """Add runs (metric, ratios, label) to the class's file: read, add and write under an
+        exclusive lock, so two A/B runs recording at once (one per GPU) both land."""
+        import fcntl
+
+        path = Path(baseline_dir) / machine_class / FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(f".{FILE_NAME}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            spread = cls.for_class(baseline_dir, machine_class)
+            for metric, ratios, label in runs:
+                spread.add(metric, ratios, label)
+            return spread.save()
+
     def save(self) -> Path:
         """Write the file atomically, the most recent ``KEEP_RUNS`` runs of each metric."""
         kept: list[RoundRun] = []
