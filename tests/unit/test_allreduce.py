@@ -135,6 +135,41 @@ def test_a_hang_in_the_teardown_keeps_the_timings_with_a_note() -> None:
     assert not _probe_processes()
 
 
+def test_a_killed_caller_takes_the_probe_and_its_ranks_with_it(tmp_path) -> None:
+    """kill -9 of the run while the ranks hang (rank 1 never joins, rank 0 waits for it): the
+    launcher dies with its caller and each rank with its launcher; on a GPU a rank left behind
+    would hold its CUDA context and NCCL communicator."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "caller.py"
+    script.write_text(
+        "import json, sys\n"
+        "from specwatch.checks.allreduce import run_probe\n"
+        "run_probe(json.loads(sys.argv[1]), world=2, sizes=[1024], device='cpu', graphed=False, calls=2,\n"
+        "          samples=3, timeout_s=120, hang_rank=1)\n")
+    import json
+
+    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    caller = subprocess.Popen([sys.executable, str(script), json.dumps(dict(env))])
+    try:
+        deadline = time.monotonic() + 60
+        family: list[psutil.Process] = []
+        while len(family) < 3 and time.monotonic() < deadline:  # the launcher and its two ranks
+            family = [p for p in psutil.Process(caller.pid).children(recursive=True)
+                      if "multiprocessing" in " ".join(p.cmdline()) or "allreduce_ranks" in " ".join(p.cmdline())]
+            time.sleep(0.2)
+        assert len(family) >= 3, f"the probe never started its ranks: {[p.cmdline() for p in family]}"
+        os.kill(caller.pid, signal.SIGKILL)
+        caller.wait()
+        _, alive = psutil.wait_procs(family, timeout=15)
+        assert not alive, f"left running after kill -9 of the caller: {[p.cmdline() for p in alive]}"
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+
+
 def test_a_failing_probe_says_why() -> None:
     env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
     with pytest.raises(InfraError, match=r"the all-reduce probe failed \(exit [1-9]") as exc:

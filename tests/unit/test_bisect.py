@@ -576,3 +576,15 @@ def test_a_step_pools_the_machine_class_round_spread_and_says_so(tmp_path: Path,
     assert pooled[0].verdict == BAD and pooled[0].detail["rounds"] == 2, pooled[1]
     assert "output_tok_s: round spread 0.42% over 5 df from 2 earlier A/B run(s) on h200x1" in pooled[1]
     assert "pooled with 0.4% over 5 df" in pooled[0].detail["keys"][0]["message"]
+
+
+def test_a_round_skips_the_yardstick_unless_the_user_asks(tmp_path: Path) -> None:
+    from specwatch.revisions.step import step_environment
+
+    env = step_environment("abc123", tmp_path, {"PATH": "/bin", "GITHUB_STEP_SUMMARY": "/s"})
+    assert env["SPECWATCH_YARDSTICK"] == "off", "both sides of a round share a machine: no yardstick needed"
+    assert "GITHUB_STEP_SUMMARY" not in env, "a round must not write the user's step summary"
+    assert env["SPECWATCH_COMMIT"] == "abc123" and env["SPECWATCH_BISECT_CHECKOUT"] == str(tmp_path)
+    assert env["PATH"] == "/bin"
+    kept = step_environment("abc123", tmp_path, {"SPECWATCH_YARDSTICK": "on"})
+    assert kept["SPECWATCH_YARDSTICK"] == "on", "a value the user set wins"

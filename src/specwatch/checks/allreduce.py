@@ -28,7 +28,7 @@ from specwatch.errors import InfraError, UsageError
 from specwatch.judge import compare
 from specwatch.paths import with_specwatch_importable
 from specwatch.profiles.profile import ProfileSet, ServerProfile
-from specwatch.server.process import kill_process_group
+from specwatch.server.process import die_with_parent, kill_process_group
 
 #: Message sizes timed by default: ref-small's decode and verify all-reduces (1 and 3 tokens of
 #: d=1024 in bf16), and the case study's 14 KB one (7168 bf16 values: one token of a d=7168 model).
@@ -93,8 +93,9 @@ def run_probe(env: Mapping[str, str], *, world: int, sizes: Sequence[int], devic
                 "--out", str(out), "--log-dir", tmp, *(["--graphed"] if graphed else []),
                 *(["--hang-rank", str(hang_rank)] if hang_rank >= 0 else []),
                 *(["--hang-teardown"] if hang_teardown else [])]
+        # die_with_parent: a kill -9 of the caller takes the launcher, and with it its ranks, along
         proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                preexec_fn=die_with_parent)
         try:
             log, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

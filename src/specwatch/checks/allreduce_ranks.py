@@ -53,7 +53,10 @@ def _say(rank: int, msg: str) -> None:
     print(f"[rank {rank}] {msg}", flush=True)
 
 
-def _rank(rank: int, a: argparse.Namespace, port: int) -> None:
+def _rank(rank: int, a: argparse.Namespace, port: int, launcher_pid: int) -> None:
+    from specwatch.server.process import exit_with_parent
+
+    exit_with_parent(parent_pid=launcher_pid)  # a rank hung in NCCL must not outlive its launcher
     if a.log_dir:
         _log_to_file(rank, a.log_dir)
     if rank == a.hang_rank:  # a fault for the tests: a rank that never joins
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     import torch.multiprocessing as mp
 
-    mp.spawn(_rank, args=(a, _free_port()), nprocs=a.world, join=True)
+    mp.spawn(_rank, args=(a, _free_port(), os.getpid()), nprocs=a.world, join=True)
     return 0
 
 

@@ -131,6 +131,20 @@ def _results_ok(path: Path) -> bool:
     return bool(samples_of(path))
 
 
+def step_environment(commit: str, checkout: Path, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment of one round's pytest run, from ``base`` (the caller's).
+
+    - ``GITHUB_STEP_SUMMARY`` is dropped: the user's step summary gets the verdict, not a table per round.
+    - ``SPECWATCH_YARDSTICK`` defaults to ``off``: both sides of a round run on one machine, so the
+      machine yardstick (which tells machines apart) adds about 7 s a side on a GPU host and nothing to
+      the verdict. A value the user set, or ``--specwatch-yardstick`` in PYTEST-ARGS, still wins.
+    """
+    env = {k: v for k, v in base.items() if k != "GITHUB_STEP_SUMMARY"}
+    env.setdefault("SPECWATCH_YARDSTICK", "off")
+    env.update({"SPECWATCH_COMMIT": commit, "SPECWATCH_BISECT_CHECKOUT": str(checkout)})
+    return env
+
+
 def measure(
     checkout: Path,
     cfg: MeasureConfig,
@@ -146,9 +160,7 @@ def measure(
     start = time.monotonic()
     results = memo.results_path(ident)
     results.unlink(missing_ok=True)
-    # one measurement of many: the user's step summary gets the verdict, not a table per round
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    env.update({"SPECWATCH_COMMIT": commit, "SPECWATCH_BISECT_CHECKOUT": str(checkout)})
+    env = step_environment(commit, checkout, os.environ)
     with tempfile.TemporaryDirectory(prefix="specwatch-step-") as tmp, memo.log_path(ident).open("w") as log:
         tmp_results, junit = Path(tmp) / "results.json", Path(tmp) / "junit.xml"
         rc: int | None = None

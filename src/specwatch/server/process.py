@@ -83,8 +83,17 @@ def tail(path: Path, lines: int = 40) -> str:
 def die_with_parent() -> None:
     """``preexec_fn``: a new session (its own process group), and SIGTERM when the parent dies (kill -9)."""
     os.setsid()
+    exit_with_parent(signal.SIGTERM)
+
+
+def exit_with_parent(sig: int = signal.SIGKILL, parent_pid: int | None = None) -> None:
+    """Have Linux send this process ``sig`` when its parent dies (``prctl``; a no-op where that fails).
+    ``parent_pid``: the parent it was started by; if that one is already gone, exit now (it died
+    before the request was made, so no signal would ever come)."""
     with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
 
 
 class ServerProcess:
