@@ -33,8 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     from specwatch.revisions.ab import AB
     from specwatch.revisions.gitbisect import Bisect
     from specwatch.revisions.patches import BisectPatches
+    from specwatch.revisions.power import ABPower
 
-    for command in (AB, Bisect, BisectPatches):
+    for command in (AB, ABPower, Bisect, BisectPatches):
         p = sub.add_parser(command.name, help=command.help)
         command.add_arguments(p)
         p.set_defaults(func=command.run_from_args)

@@ -5,6 +5,7 @@
 - ``git``: revisions, temporary worktrees, the default memo folder;
 - ``rounds``: the A/B measurement, two sides in alternating rounds, and its verdict;
 - ``ab``: ``specwatch ab``;
+- ``power``: ``specwatch ab-power``, simulated verdicts of ``ab`` at a machine class's round spread;
 - ``bisection``: what both bisections share (a step's A/B against good, the outcome, its report);
 - ``gitbisect``: ``specwatch bisect``, the ``git bisect run`` driver and its step executable;
 - ``patches``: ``specwatch bisect-patches``, cumulative patch prefixes.
@@ -17,6 +18,7 @@ __all__ = [
     "gitbisect",
     "memo",
     "patches",
+    "power",
     "rounds",
     "step",
 ]

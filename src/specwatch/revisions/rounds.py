@@ -170,6 +170,16 @@ def decide(rounds: paired.PairedRounds, higher_is_better: bool, tolerance: float
                     f"nor rule out a slowdown beyond {tolerance:.1%}")
 
 
+def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: float, alpha: float,
+                 prior: paired.RoundPrior | None) -> tuple[paired.PairedRounds, str, str]:
+    """(summary, verdict, reason) of one key's per-round ratios: the rule that ``ab``, both
+    bisections and ``ab-power``'s simulation share (the interval at 1 - 2 alpha, so that its lower
+    bound is the one-sided 1 - alpha bound :func:`decide` reads)."""
+    summary = paired.paired_rounds(ratios, confidence=1 - 2 * alpha, prior=prior)
+    verdict, why = decide(summary, higher_is_better, tolerance, alpha)
+    return summary, verdict, why
+
+
 def judge(
     base_rounds: Sequence[Found],
     head_rounds: Sequence[Found],
@@ -197,8 +207,7 @@ def judge(
             if ratios:  # one round, nothing to say how far a round wanders: never a verdict
                 out.append(_one_round_unsure(key, unit, higher, base_rounds, head_rounds, ratios[0], tolerance))
             continue
-        summary = paired.paired_rounds(ratios, confidence=1 - 2 * alpha, prior=prior)
-        verdict, why = decide(summary, higher, tolerance, alpha)
+        summary, verdict, why = judge_ratios(ratios, higher, tolerance, alpha, prior)
         base_all = [x for r in base_rounds for x in r[key][0]]
         head_all = [x for r in head_rounds for x in r[key][0]]
         if prior is None:
