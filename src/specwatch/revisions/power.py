@@ -56,8 +56,12 @@ def simulate(settings: RoundSettings, prior: paired.RoundPrior | None, change: f
     Each round's head/base ratio is lognormal around ``1 - change`` with SD ``true_spread`` (of the
     log). As :func:`specwatch.revisions.rounds.alternate` does, a verdict is first taken after
     ``settings.rounds`` rounds, then after each further round while unsure, up to ``max_rounds``."""
-    if not 0 <= change < 1 or not (true_spread > 0 and math.isfinite(true_spread)) or trials < 1:
-        raise UsageError("ab-power: --change must be in [0, 1), the spread positive and --trials at least 1")
+    if not 0 <= change < 1:
+        raise UsageError(f"ab-power: --change must be in [0, 1) (a slowdown as a fraction), got {change:g}")
+    if not (true_spread > 0 and math.isfinite(true_spread)):
+        raise UsageError(f"ab-power: --true-spread must be a positive fraction, got {true_spread:g}")
+    if trials < 1:
+        raise UsageError(f"ab-power: --trials must be at least 1, got {trials}")
     if settings.rounds < 2 and prior is None:
         raise UsageError("ab-power: --rounds 1 needs a round spread of earlier A/B runs (none is recorded)")
     rng = np.random.default_rng(seed)
@@ -134,6 +138,8 @@ class ABPower:
     def run_from_args(cls, args: argparse.Namespace, out: TextIO | None = None) -> int:
         out = out or sys.stdout
         try:
+            if args.seconds_per_round is not None and not args.seconds_per_round > 0:
+                raise UsageError(f"ab-power: --seconds-per-round must be positive, got {args.seconds_per_round:g}")
             max_rounds = 2 * args.rounds if args.max_rounds is None else args.max_rounds
             history = None if args.round_history == "none" else args.round_history
             settings = RoundSettings.make(args.rounds, max_rounds, args.tolerance, (args.metric,), args.alpha, history)
