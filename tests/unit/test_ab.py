@@ -116,6 +116,18 @@ def test_a_prior_cannot_hide_a_run_whose_own_rounds_disagree() -> None:
     assert k.rounds.pooled_spread > 0.05
 
 
+def test_rounds_noisier_than_the_record_are_said_to_be() -> None:
+    """The pooled spread outweighs 2-4 rounds; when they wander far more than the record, the
+    verdict says so (a note: the decision itself is unchanged)."""
+    prior = {"decode_tok_s": (paired.RoundPrior(0.004, 20), "x")}
+    (calm,) = rounds.judge(_rounds([200, 200, 200]), _rounds([190, 191, 190]), tolerance=0.01, priors=prior)
+    (noisy,) = rounds.judge(_rounds([200, 200, 200]), _rounds([180, 198, 188]), tolerance=0.01, priors=prior)
+    assert "wander more than the record" not in calm.message
+    assert "these rounds wander more than the record (4.8% against 0.4%" in noisy.message, noisy.message
+    assert paired.noisier_than_prior([1.0], paired.RoundPrior(0.01, 5)) == 1.0
+    assert paired.noisier_than_prior([0.995, 1.005], paired.RoundPrior(0.01, 5)) > 0.3  # calmer than the record
+
+
 def test_round_prior_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
         paired.RoundPrior(float("nan"), 3)

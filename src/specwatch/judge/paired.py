@@ -73,6 +73,18 @@ def detectable(prior: RoundPrior, rounds: int, alpha: float, tolerance: float) -
     return float(-math.expm1(-(max(-math.log1p(-tolerance), t * se) + 1.6448536269514722 * se)))
 
 
+def noisier_than_prior(ratios: Sequence[float], prior: RoundPrior) -> float:
+    """One-sided p of "these rounds are no noisier than the prior's spread" (an F test of their
+    variance against the prior's; 1.0 with fewer than 2 rounds). A small p means today's rounds
+    wander more than the record says, so a verdict that pools the record claims too much."""
+    x = np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float))
+    if x.size < 2:
+        return 1.0
+    if prior.spread == 0:
+        return 0.0 if float(x.var(ddof=1)) > 0 else 1.0
+    return float(_sps.f.sf(float(x.var(ddof=1)) / prior.spread**2, x.size - 1, prior.df))
+
+
 def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: RoundPrior | None = None) -> PairedRounds:
     """Summarise per-round ratios (head/base, one per alternating round); needs ≥ 2 rounds, or 1
     with a ``prior`` (whose spread then stands for the round-to-round noise alone)."""
@@ -97,4 +109,4 @@ def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: Roun
                         pooled, int(df))
 
 
-__all__ = ["PairedRounds", "RoundPrior", "detectable", "paired_rounds", "round_prior"]
+__all__ = ["PairedRounds", "RoundPrior", "detectable", "noisier_than_prior", "paired_rounds", "round_prior"]

@@ -31,6 +31,9 @@ from specwatch.store.roundspread import RoundSpread
 #: what is judged unless told otherwise: the throughput the drift gates judge
 DEFAULT_METRICS = ("output_tok_s", "decode_tok_s")
 DEFAULT_ALPHA = 0.01
+#: below this F-test p a verdict's own rounds are called noisier than the round history (a note only:
+#: with 2-4 rounds such a test catches too few noisy days to decide on, docs/validation section 12)
+NOISY_DAY_P = 0.05
 #: the verdict of one key, and of a whole A/B
 NO_REGRESSION, REGRESSION, UNSURE = "no_regression", "regression", "unsure"
 
@@ -218,6 +221,10 @@ def judge(
         else:
             design = (f"round-to-round spread {summary.spread:.1%}, pooled with {prior.spread:.1%} over {prior.df} "
                       f"df of {source}: {summary.pooled_spread:.1%} over {summary.df} df")
+            if (p_noisy := paired.noisier_than_prior(ratios, prior)) < NOISY_DAY_P:
+                design += (f"; these rounds wander more than the record ({summary.spread:.1%} against "
+                           f"{prior.spread:.1%}, F-test p={p_noisy:.2g}): the pooled spread may understate "
+                           f"today's noise, so re-run before trusting a regression")
         message = (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over "
                    f"{summary.rounds} round(s), each a fresh boot of both sides; {design}")
         out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
