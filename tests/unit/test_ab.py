@@ -66,8 +66,15 @@ def test_paired_rounds_ci_contains_the_geometric_mean(ratios: list[float]) -> No
 
 
 @pytest.mark.parametrize("argv", [
-    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--rounds", "1", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--rounds", "1", "--round-history", "none", "--", "-q"],
     ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--tolerance", "2", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--alpha", "0.7", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--step-timeout", "nan", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--step-timeout", "0", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--python", "/nonexistent/python", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--workdir", "/nonexistent", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "--memo", "a-file", "--", "-q"],
+    ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "-k", "x"],
     ["ab", "--base-profile", "a.toml", "--", "-q"],
     ["ab", "--base-profile", "missing-a.toml", "--head-profile", "missing-b.toml", "--", "-q"],
     ["ab", "--repo", ".", "--base", "HEAD", "--head", "HEAD", "-q"],
@@ -77,9 +84,30 @@ def test_ab_usage_errors_are_one_line_before_any_worktree(argv: list[str], capsy
     from specwatch.cli import main
 
     monkeypatch.chdir(tmp_path)  # not a git repository: a worktree would fail differently
+    (tmp_path / "a-file").write_text("")
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "not a git repository" not in err, "refused only once a worktree was tried: " + err
+
+
+def test_ab_rounds_1_is_taken_with_the_round_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to be refused whatever --round-history said (the check never saw the folder)."""
+    from specwatch.cli import main
+    from specwatch.revisions import ab
+
+    seen: dict = {}
+
+    def fake_run_ab(base: object, head: object, **kwargs: object) -> rounds.Rounds:  # stands in for measuring
+        seen.update(kwargs)
+        return rounds.Rounds([], 0)
+
+    monkeypatch.setattr(ab, "run_ab", fake_run_ab)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.toml", "b.toml"):
+        (tmp_path / name).write_text("")
+    main(["ab", "--base-profile", "a.toml", "--head-profile", "b.toml", "--rounds", "1", "--", "-q"])
+    assert seen["rounds"] == 1 and seen["round_history"] == "baselines"
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,6 +184,14 @@ def test_round_spread_file_round_trips_and_keeps_runs_of_two_rounds(tmp_path: Pa
     ('{"version": 1, "runs": [{"metric": "m", "ratios": ["x"]}]}', "run 0 needs"),
     ('{"version": 9, "runs": []}', "newer than this specwatch reads"),
     ("not json", "not readable JSON"),
+    ('{"version": 1, "runs": null}', "runs: expected a list, got NoneType"),
+    ('{"version": 1, "runs": 5}', "runs: expected a list, got int"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": [1, 1' + "0" * 400 + ']}]}', "between 0.001 and 1000"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": [1, 1e308]}]}', "run 0 needs"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": [1, 0]}]}', "run 0 needs"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": [1, NaN]}]}', "run 0 needs"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": [1, true]}]}', "run 0 needs"),
+    ('{"version": 1, "runs": [{"metric": "m", "ratios": [1, "1.0"]}]}', "run 0 needs"),
 ])
 def test_a_broken_round_spread_file_is_one_line(tmp_path: Path, text: str, fragment: str) -> None:
     from specwatch.errors import UsageError

@@ -86,7 +86,13 @@ def test_cli_prints_each_changes_row(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--machine-class", "h200x1", "--rounds", "3", "--max-rounds", "2"], "--max-rounds must be at least"),
         (["--machine-class", "nowhere", "--rounds", "1", "--true-spread", "0.01"], "--rounds 1 needs a round spread"),
         (["--machine-class", "h200x1", "--true-spread", "nan"], "--true-spread must be a positive fraction"),
-        (["--machine-class", "h200x1", "--trials", "0"], "--trials must be at least 1"),
+        (["--machine-class", "h200x1", "--true-spread", "700"], "--true-spread must be a positive fraction up to 1"),
+        (["--machine-class", "h200x1", "--trials", "0"], "--trials must be 1-100000"),
+        (["--machine-class", "h200x1", "--trials", "1000000000000"], "--trials must be 1-100000"),
+        (["--machine-class", "h200x1", "--rounds", "1000000000000"], "--max-rounds must be at most 1000"),
+        (["--machine-class", "h200x1", "--seed=-1"], "--seed must be 0 or more"),
+        (["--machine-class", "flat"], "is 0.00%, which no simulation can draw from"),
+        (["--machine-class", "h200x1", "--alpha", "0.7"], "--alpha must be in (0, 0.5)"),
         (["--machine-class", "h200x1", "--seconds-per-round", "-3"], "--seconds-per-round must be positive"),
         (["--machine-class", "broken"], "round-spread file"),
     ],
@@ -94,9 +100,13 @@ def test_cli_prints_each_changes_row(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_bad_input_is_one_line(argv: list[str], fragment: str, tmp_path: Path,
                                capsys: pytest.CaptureFixture[str]) -> None:
     history = _history(tmp_path, [[1.0, 1.01, 0.99]])
+    (history / "flat").mkdir()
+    (history / "flat" / "round-spread.json").write_text(
+        '{"version": 1, "runs": [{"metric": "decode_tok_s", "ratios": [1.0, 1.0, 1.0]}]}')
     (history / "broken").mkdir()
     (history / "broken" / "round-spread.json").write_text('{"version": 1, "runs": [{"metric": "decode_tok_s"}]}')
     code = main(["ab-power", "--round-history", str(history), "--trials", "20", *argv])
     err = capsys.readouterr().err
     assert code == EXIT_USAGE
     assert fragment in err and len(err.strip().splitlines()) == 1, err
+    assert "ab-power: ab-power" not in err

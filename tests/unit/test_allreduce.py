@@ -43,6 +43,9 @@ def test_tp1_or_missing_roles_are_usage_errors() -> None:
         allreduce.tuned_and_untuned(parse_profiles(one))
     with pytest.raises(UsageError, match="no tuned and untuned servers"):
         allreduce.tuned_and_untuned(parse_profiles({"server": [{"name": "a", "tp": 2}]}))
+    huge = {**TP2, "defaults": {**TP2["defaults"], "tp": 100000}}  # would start 100000 processes
+    with pytest.raises(UsageError, match="tensor parallel 100000: the probe starts every rank on this host, at most"):
+        allreduce.tuned_and_untuned(parse_profiles(huge))
 
 
 def _run(us: float, n: int = 30, spread: float = 0.01) -> ProbeRun:

@@ -146,6 +146,8 @@ def test_the_cpu_yardstick_times_the_three_shapes() -> None:
     assert measure_yardstick("cpu", seconds=0.05)["width"] == 1024  # the CPU's default width
     with pytest.raises(ValueError, match="device must be"):
         measure_yardstick("tpu", width=8, seconds=0.05)
+    with pytest.raises(ValueError, match="width must be 1-16384"):  # 100000 would ask for 149 GiB
+        measure_yardstick("cpu", width=100000, seconds=0.05)
     assert not valid({**found, "score": float("nan")}) and not valid({**found, "gemv_us": 0}) and not valid([])
 
 
@@ -155,7 +157,8 @@ def test_the_runner_measures_in_a_child_and_never_raises() -> None:
     said: list[str] = []
     assert run_yardstick(sys.executable, None, -1, 120, seconds=0.2, report=said.append) is None
     assert said == [
-        "specwatch: no machine yardstick on the CPU: exit 1: yardstick: width must be ≥ 1 and seconds > 0, got -1, 0.2"
+        "specwatch: no machine yardstick on the CPU: exit 1: yardstick: width must be 1-16384 (a model's hidden "
+        "size) and seconds > 0, got -1, 0.2"
     ]
     assert run_yardstick("/nonexistent/python3", 0, 4096, 5, report=said.append) is None
     assert said[-1].startswith("specwatch: no machine yardstick on GPU 0: /nonexistent/python3: ")

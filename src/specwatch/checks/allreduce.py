@@ -170,6 +170,10 @@ def _median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
 
 
+#: the most ranks the probe starts (all on this host: one process each)
+MAX_RANKS = 64
+
+
 def tuned_and_untuned(ps: ProfileSet) -> tuple[ServerProfile, ServerProfile]:
     """The profile set's tuned and untuned servers; UsageError when it has none or they run TP=1."""
     t, u = ps.for_role("tuned"), ps.for_role("untuned")
@@ -178,6 +182,9 @@ def tuned_and_untuned(ps: ProfileSet) -> tuple[ServerProfile, ServerProfile]:
     if min(t.tp, u.tp) < 2:
         raise UsageError(f"{ps.source}: {t.name} and {u.name} run tensor parallel {min(t.tp, u.tp)}: "
                          "there is no all-reduce to time")
+    if max(t.tp, u.tp) > MAX_RANKS:
+        raise UsageError(f"{ps.source}: {t.name} and {u.name} run tensor parallel {max(t.tp, u.tp)}: the probe "
+                         f"starts every rank on this host, at most {MAX_RANKS}")
     return t, u
 
 

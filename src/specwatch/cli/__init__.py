@@ -45,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # ab and the bisections take pytest's own options, but only after --
+            after = "; pytest arguments go after --" if hasattr(args, "pytest_args") or hasattr(
+                args, "patches_and_args") else ""
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}{after}")
     except SystemExit as exc:  # --help, --version, or a usage error already printed as one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE if exc.code else EXIT_OK
     try:
@@ -61,5 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except OSError as exc:  # the last net: the file system failed under a command (disk full, I/O error)
         print(f"specwatch: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+    except MemoryError:  # the last net: an input asked for more memory than the machine has
+        print(f"specwatch: {args.command}: out of memory (the input asks for more than this machine has)",
+              file=sys.stderr)
         return EXIT_INFRA
 

@@ -17,6 +17,8 @@ def _cmd_yardstick(args: argparse.Namespace) -> int:
         found = measure_yardstick(args.device, args.width, args.seconds)
     except (RuntimeError, ValueError, ImportError) as exc:
         raise UsageError(f"yardstick: {exc}") from None
+    except MemoryError:
+        raise UsageError(f"yardstick: width {args.width} does not fit in this machine's memory") from None
     print(json.dumps(found, sort_keys=True))
     return EXIT_OK
 

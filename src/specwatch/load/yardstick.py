@@ -44,6 +44,9 @@ from specwatch.server.process import die_with_parent
 
 #: the format of the dict; a change of what is measured bumps it (scores of two versions never compare)
 VERSION = 1
+#: the widest hidden size timed: two (4 × width) × width bf16 weights are 4 GiB at 16384 (the
+#: widest dense models' hidden size); beyond it the weights alone could exhaust a GPU or a host
+MAX_WIDTH = 16384
 #: the width when none is given, per device kind (a CPU run stays small and quick)
 DEFAULT_WIDTH = {"cuda": 4096, "cpu": 1024}
 GEMV_REPS = 8
@@ -197,8 +200,8 @@ def measure_yardstick(device: str = "cuda", width: int | None = None, seconds: f
     if kind == "cuda" and not device.startswith("cuda"):
         raise ValueError(f"device must be cpu, cuda, cuda:N or auto, got {device!r}")
     width = width or DEFAULT_WIDTH[kind]
-    if width < 1 or seconds <= 0:
-        raise ValueError(f"width must be ≥ 1 and seconds > 0, got {width}, {seconds}")
+    if not 1 <= width <= MAX_WIDTH or seconds <= 0:
+        raise ValueError(f"width must be 1-{MAX_WIDTH} (a model's hidden size) and seconds > 0, got {width}, {seconds}")
     started = time.perf_counter()
     found = _cpu(width, seconds) if kind == "cpu" else _cuda(device, width, seconds)
     found = {k: round(v, 4) if k.endswith("_us") else v for k, v in found.items()}

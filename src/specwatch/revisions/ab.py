@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
 from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.revisions import git
-from specwatch.revisions.memo import Memo
+from specwatch.revisions.memo import Memo, memo_root
 from specwatch.revisions.rounds import (
     DEFAULT_METRICS,
     REGRESSION,
@@ -207,7 +207,11 @@ class AB:
             print(f"specwatch ab: put pytest arguments after --: {' '.join(rest)}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            settings_of(args.rounds, args.max_rounds, args.tolerance, args.metric, args.alpha)  # before any worktree
+            # every setting checked before any worktree is made
+            settings_of(args.rounds, args.max_rounds, args.tolerance, args.metric, args.alpha, args.round_history)
+            MeasureConfig.make(rest, args.setup, args.python, args.workdir, args.timeout_s)
+            if args.memo:
+                memo_root(args.memo, Path())
             common: dict[str, Any] = dict(
                 pytest_args=rest, setup=args.setup, python=args.python, workdir=args.workdir,
                 timeout_s=args.timeout_s, rounds=args.rounds, max_rounds=args.max_rounds,
@@ -219,13 +223,13 @@ class AB:
                 if args.repo or args.base or args.head or not (args.base_profile and args.head_profile):
                     raise UsageError("give --repo/--base/--head, or both --base-profile and --head-profile")
                 base, head = profile_sides(args.base_profile, args.head_profile)
-                memo = Path(args.memo).resolve() if args.memo else Path.cwd() / ".specwatch" / "ab"
+                memo = memo_root(args.memo, Path.cwd() / ".specwatch" / "ab")
                 outcome = run_ab(base, head, memo_root=memo, **common)
             else:
                 if not (args.repo and args.base and args.head):
                     raise UsageError("--repo, --base and --head are required (or --base-profile/--head-profile)")
                 with revision_sides(args.repo, args.base, args.head) as (base, head, memo_default):
-                    memo = Path(args.memo).resolve() if args.memo else memo_default
+                    memo = memo_root(args.memo, memo_default)
                     outcome = run_ab(base, head, memo_root=memo, **common)
         except SpecwatchError as exc:
             print(f"specwatch ab: {exc}", file=sys.stderr)

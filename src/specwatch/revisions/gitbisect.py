@@ -79,7 +79,7 @@ from specwatch.revisions.bisection import (
     usage_error,
     warn_repo_paths,
 )
-from specwatch.revisions.memo import BAD, GOOD, MEMO_VERSION, SKIP, Memo, RevisionRun
+from specwatch.revisions.memo import BAD, GOOD, MEMO_VERSION, SKIP, Memo, RevisionRun, memo_root
 from specwatch.revisions.rounds import RoundSettings, Side
 from specwatch.revisions.step import MeasureConfig
 from specwatch.store.result import atomic_write_json, load_versioned
@@ -177,8 +177,8 @@ def bisect_commits(
             f"before bisecting (bisect checks out other revisions):\n{dirty}"
         )
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
-    memo_root = Path(memo).resolve() if memo else git.default_memo(top)
-    store = Memo(memo_root / cfg.fingerprint("commits", good_sha, settings.anchor()))
+    memo_dir = memo_root(memo, git.default_memo(top))
+    store = Memo(memo_dir / cfg.fingerprint("commits", good_sha, settings.anchor()))
     session = uuid.uuid4().hex[:12]
     original = (git.git(top, "symbolic-ref", "--short", "-q", "HEAD", check=False)
                 or git.git(top, "rev-parse", "HEAD"))

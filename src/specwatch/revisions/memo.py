@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specwatch.errors import SpecwatchError
+from specwatch.errors import SpecwatchError, UsageError
 from specwatch.store.result import atomic_write_json, read_json
 
 #: the verdict of one revision, as ``git bisect run`` understands it
@@ -83,3 +83,11 @@ class Memo:
         """Every readable entry of this memo folder."""
         found = [self.get(p.name[: -len(".verdict.json")]) for p in self.root.glob("*.verdict.json")]
         return [m for m in found if m is not None]
+
+
+def memo_root(path: str | None, default: Path) -> Path:
+    """The memo folder: ``--memo`` made absolute, else ``default``; UsageError when it is a file."""
+    root = Path(path).resolve() if path else default
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--memo {path or root}: a file, not a folder")
+    return root

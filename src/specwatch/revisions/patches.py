@@ -42,7 +42,7 @@ from specwatch.revisions.bisection import (
     usage_error,
     warn_repo_paths,
 )
-from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
+from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun, memo_root
 from specwatch.revisions.rounds import RoundSettings, Side
 from specwatch.revisions.step import MeasureConfig
 
@@ -96,8 +96,8 @@ def bisect_patches(
             raise UsageError(f"patch {p}: no such file")
     texts = [p.read_bytes() for p in paths]
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
-    memo_root = Path(memo).resolve() if memo else git.default_memo(top)
-    store = Memo(memo_root / cfg.fingerprint("patches", base_sha, settings.anchor()))
+    memo_dir = memo_root(memo, git.default_memo(top))
+    store = Memo(memo_dir / cfg.fingerprint("patches", base_sha, settings.anchor()))
     session = uuid.uuid4().hex[:12]
     n = len(paths)
     idents = [_prefix_ident(base_sha, texts[:k]) for k in range(n + 1)]

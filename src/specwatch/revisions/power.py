@@ -31,6 +31,9 @@ from specwatch.store.roundspread import RoundSpread
 
 #: true slowdowns simulated unless told otherwise: none (the false-alarm rate), then 1-4 %
 DEFAULT_CHANGES = (0.0, 0.01, 0.02, 0.03, 0.04)
+#: bounds of a simulation: a round spread beyond 100 % (of the log) is no machine, and each
+#: verdict costs up to max_rounds judgements
+MAX_SPREAD, MAX_TRIALS, MAX_ROUNDS = 1.0, 100_000, 1000
 
 
 @dataclass(frozen=True)
@@ -57,18 +60,20 @@ def simulate(settings: RoundSettings, prior: paired.RoundPrior | None, change: f
     log). As :func:`specwatch.revisions.rounds.alternate` does, a verdict is first taken after
     ``settings.rounds`` rounds, then after each further round while unsure, up to ``max_rounds``."""
     if not 0 <= change < 1:
-        raise UsageError(f"ab-power: --change must be in [0, 1) (a slowdown as a fraction), got {change:g}")
-    if not (true_spread > 0 and math.isfinite(true_spread)):
-        raise UsageError(f"ab-power: --true-spread must be a positive fraction, got {true_spread:g}")
-    if trials < 1:
-        raise UsageError(f"ab-power: --trials must be at least 1, got {trials}")
+        raise UsageError(f"--change must be in [0, 1) (a slowdown as a fraction), got {change:g}")
+    if not 0 < true_spread <= MAX_SPREAD:  # NaN fails too
+        raise UsageError(f"--true-spread must be a positive fraction up to {MAX_SPREAD:g}, got {true_spread:g}")
+    if not 1 <= trials <= MAX_TRIALS:
+        raise UsageError(f"--trials must be 1-{MAX_TRIALS}, got {trials}")
+    if settings.max_rounds > MAX_ROUNDS:
+        raise UsageError(f"--max-rounds must be at most {MAX_ROUNDS}, got {settings.max_rounds}")
     if settings.rounds < 2 and prior is None:
-        raise UsageError("ab-power: --rounds 1 needs a round spread of earlier A/B runs (none is recorded)")
+        raise UsageError("--rounds 1 needs a round spread of earlier A/B runs (none is recorded)")
     rng = np.random.default_rng(seed)
-    draws = np.exp(rng.normal(math.log1p(-change), true_spread, size=(trials, settings.max_rounds)))
     counts = {REGRESSION: 0, UNSURE: 0, NO_REGRESSION: 0}
     total_rounds = 0
-    for row in draws:
+    for _ in range(trials):
+        row = np.exp(rng.normal(math.log1p(-change), true_spread, size=settings.max_rounds))
         for n in range(settings.rounds, settings.max_rounds + 1):
             _, verdict, _ = judge_ratios(row[:n].tolist(), True, settings.tolerance, settings.alpha, prior)
             if verdict != UNSURE:
@@ -130,7 +135,7 @@ class ABPower:
         parser.add_argument("--true-spread", type=float, default=None,
                             help="round spread the rounds are drawn at (default: the recorded one)")
         parser.add_argument("--trials", type=int, default=2000, help="verdicts simulated per change")
-        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--seed", type=int, default=0, help="of the simulation's random draws (>= 0)")
         parser.add_argument("--seconds-per-round", type=float, default=None,
                             help="wall time of one round (both sides), to print each verdict's mean wall time")
 
@@ -139,7 +144,7 @@ class ABPower:
         out = out or sys.stdout
         try:
             if args.seconds_per_round is not None and not args.seconds_per_round > 0:
-                raise UsageError(f"ab-power: --seconds-per-round must be positive, got {args.seconds_per_round:g}")
+                raise UsageError(f"--seconds-per-round must be positive, got {args.seconds_per_round:g}")
             max_rounds = 2 * args.rounds if args.max_rounds is None else args.max_rounds
             history = None if args.round_history == "none" else args.round_history
             settings = RoundSettings.make(args.rounds, max_rounds, args.tolerance, (args.metric,), args.alpha, history)
@@ -147,10 +152,16 @@ class ABPower:
             if history is not None:
                 spread = RoundSpread.for_class(history, args.machine_class)
                 prior, source = spread.prior(args.metric), spread.describe(args.metric)
+            if args.seed < 0:
+                raise UsageError(f"--seed must be 0 or more, got {args.seed}")
             true_spread = args.true_spread if args.true_spread is not None else prior.spread if prior else None
             if true_spread is None:
-                raise UsageError(f"ab-power: no round spread of {args.metric} is recorded for {args.machine_class} "
+                raise UsageError(f"no round spread of {args.metric} is recorded for {args.machine_class} "
                                  f"({source}); give --true-spread")
+            if args.true_spread is None and not 0 < true_spread <= MAX_SPREAD:
+                raise UsageError(f"the recorded round spread of {args.metric} ({source}) is {true_spread:.2%}, "
+                                 f"which no simulation can draw from (0 means every earlier run's rounds agreed "
+                                 f"exactly); give --true-spread")
             rows = [simulate(settings, prior, c, true_spread, args.trials, args.seed)
                     for c in (args.change or DEFAULT_CHANGES)]
         except SpecwatchError as exc:
@@ -160,4 +171,4 @@ class ABPower:
         return EXIT_OK
 
 
-__all__ = ["DEFAULT_CHANGES", "ABPower", "Operating", "report", "simulate"]
+__all__ = ["DEFAULT_CHANGES", "MAX_ROUNDS", "MAX_SPREAD", "MAX_TRIALS", "ABPower", "Operating", "report", "simulate"]

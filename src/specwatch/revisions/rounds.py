@@ -79,8 +79,10 @@ class RoundSettings:
                              "with a --round-history whose round spread of earlier runs stands for it")
         if max_rounds < rounds:
             raise UsageError("--max-rounds must be at least --rounds")
-        if not 0 < tolerance < 1 or not 0 < alpha < 1:
-            raise UsageError("--tolerance and --alpha must be fractions in (0, 1)")
+        if not 0 < tolerance < 1:
+            raise UsageError(f"--tolerance must be a fraction in (0, 1), got {tolerance:g}")
+        if not 0 < alpha < 0.5:  # the verdict reads a one-sided 1 - alpha bound of a 1 - 2 alpha interval
+            raise UsageError(f"--alpha must be in (0, 0.5), got {alpha:g}")
         chosen = tuple(dict.fromkeys(metrics or DEFAULT_METRICS))
         history = None if round_history in (None, "none") else str(Path(round_history).resolve())
         return cls(int(rounds), int(max_rounds), float(tolerance), chosen, float(alpha), history)

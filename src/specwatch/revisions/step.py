@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from specwatch.errors import SpecwatchError
+from specwatch.errors import SpecwatchError, UsageError
 from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
 from specwatch.server.process import die_with_parent, kill_process_group
 from specwatch.store.result import ResultSet
@@ -43,7 +44,15 @@ class MeasureConfig:
     @classmethod
     def make(cls, pytest_args: Sequence[str], setup: str | None = None, python: str | None = None,
              workdir: str | Path | None = None, timeout_s: float | None = None) -> MeasureConfig:
-        """From command-line values: this interpreter by default, the work folder made absolute."""
+        """From command-line values: this interpreter by default, the work folder made absolute.
+        UsageError (one line, before anything is checked out) for an interpreter that does not run,
+        a work folder that is not one, or a timeout that is not a positive number of seconds."""
+        if python and shutil.which(python) is None:
+            raise UsageError(f"--python {python}: no such executable")
+        if workdir and not Path(workdir).is_dir():
+            raise UsageError(f"--workdir {workdir}: no such folder")
+        if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise UsageError(f"--step-timeout must be a positive number of seconds, got {timeout_s:g}")
         return cls(pytest_args=tuple(pytest_args), setup=setup, python=python or sys.executable,
                    workdir=str(Path(workdir).resolve()) if workdir else None, timeout_s=timeout_s)
 

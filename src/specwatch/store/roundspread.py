@@ -27,6 +27,20 @@ FILE_NAME = "round-spread.json"
 KEEP_RUNS = 200
 
 
+#: a head/base ratio outside this range is no measurement of one server against another
+RATIO_RANGE = (1e-3, 1e3)
+
+
+def _ratio(value: Any) -> float:
+    """One recorded ratio, checked: a real number (not a bool or text) within RATIO_RANGE."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(value)
+    ratio = float(value)
+    if not RATIO_RANGE[0] <= ratio <= RATIO_RANGE[1]:  # NaN fails too
+        raise ValueError(value)
+    return ratio
+
+
 @dataclass(frozen=True)
 class RoundRun:
     """One earlier A/B run's per-round ratios of one metric."""
@@ -52,14 +66,18 @@ class RoundSpread:
         if not path.exists():
             return cls(path, machine_class)
         data = load_versioned(path, "round-spread", FORMAT_VERSION, {})
+        listed = data.get("runs", [])
+        if not isinstance(listed, list):
+            raise UsageError(f"round-spread file {path}: runs: expected a list, got {type(listed).__name__}")
         runs = []
-        for i, run in enumerate(data.get("runs", [])):
+        for i, run in enumerate(listed):
             try:
-                ratios = tuple(float(r) for r in run["ratios"])
+                ratios = tuple(_ratio(r) for r in run["ratios"])
                 runs.append(RoundRun(str(run["metric"]), ratios, str(run.get("recorded", "")),
                                      str(run.get("label", ""))))
-            except (KeyError, TypeError, ValueError):
-                raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios") from None
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios, each a "
+                                 f"head/base ratio between {RATIO_RANGE[0]:g} and {RATIO_RANGE[1]:g}") from None
         return cls(path, str(data.get("machine_class", machine_class)), runs)
 
     def prior(self, metric: str) -> RoundPrior | None:
