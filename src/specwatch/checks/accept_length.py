@@ -186,7 +186,8 @@ def evaluate(
             f"{a} vs {b} apart by {gap:.4f}" for a, b, gap in rec.disagreements] + list(problems)
         return Verdict.of(NAME, False, message, "; ".join(dict.fromkeys(reasons)), profile=profile, details=rec)
     mid = statistics.median(e.value for e in ests)  # the middle of the agreeing sources, for the one-line reason
-    return Verdict.of(NAME, True, message, f"{len(ests)} sources agree on {mid:.3f} (≤ num_steps+1 = {num_steps + 1})",
+    agreed = f"{len(ests)} sources agree on" if len(ests) > 1 else "its one source reads"
+    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} (≤ num_steps+1 = {num_steps + 1})",
                       profile=profile, details=rec)
 
 
