@@ -8,6 +8,7 @@ other commands, and the source of a copy, only read.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 from typing import Any
 
@@ -17,6 +18,8 @@ from specwatch.run.options import DEFAULTS
 
 #: where the history is unless --history says otherwise
 DEFAULT_PATH = DEFAULTS["history"]
+#: how many of its keys a history names when asked for one it does not hold
+_SHOW_KEYS = 5
 
 
 def _history(args: argparse.Namespace, *, readonly: bool = True) -> Any:
@@ -70,10 +73,18 @@ def _cmd_history_export(args: argparse.Namespace) -> int:
 
 
 def _keys(hist: Any, args: argparse.Namespace) -> list[str]:
-    keys = [args.key] if args.key else hist.keys(args.machine_class)
-    if not keys:
-        print(f"no runs in {hist.where}" + (f" on machine class {args.machine_class}" if args.machine_class else ""))
-    return keys
+    """The keys to show: every key with runs, or the one asked for. A history without runs (on the
+    machine class) is said and is not an error; a key it does not hold is: a typo, most likely."""
+    known = hist.keys(args.machine_class)
+    on = f" on machine class {args.machine_class}" if args.machine_class else ""
+    if not known:
+        print(f"no runs in {hist.where}{on}")
+        return []
+    if args.key and args.key not in known:
+        closest = difflib.get_close_matches(args.key, known, n=_SHOW_KEYS, cutoff=0.0)
+        raise UsageError(f"history {hist.where} has no runs of {args.key}{on}; the closest of its {len(known)} "
+                         f"key(s): {', '.join(closest)}")
+    return [args.key] if args.key else known
 
 
 def _cmd_history_show(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specwatch.cli.args import existing_file, fraction, positive_float
+from specwatch.cli.args import existing_file, fraction
 from specwatch.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from specwatch.run.options import DEFAULTS
 
@@ -48,17 +48,28 @@ def _load_side(path: str, kind: str) -> _Side:
                  rs.machine, rs.machine_class)
 
 
+def other_class(ref: tuple[str, str, str | None], cur: tuple[str, str, str | None], allow_other: bool) -> str | None:
+    """The warning line when both sides, each ``(path, label, machine class)``, name a machine class and
+    they differ (None when they do not); UsageError instead unless ``allow_other`` (--allow-other-class).
+    The one rule of ``compare`` and of ``sensitivity --baseline``."""
+    (ref_path, ref_label, a), (cur_path, cur_label, b) = ref, cur
+    if not (a and b and a != b):
+        return None
+    if not allow_other:
+        raise UsageError(f"machine classes differ: {ref_path} is {a!r}, {cur_path} is {b!r}; a comparison "
+                         f"across classes measures the machines, not the server: compare against a {b!r} "
+                         "baseline, or pass --allow-other-class to compare anyway")
+    return (f"WARNING: machine classes differ ({ref_label} is {a!r}, {cur_label} is {b!r}): every "
+            "verdict below compares two kinds of machine, not two versions of the server")
+
+
 def _class_check(ref: _Side, cur: _Side, allow_other: bool) -> tuple[bool | None, list[str]]:
     """Whether both sides are of one machine class (None: a side does not say) and the warning
     lines to print; UsageError when they differ and ``allow_other`` is off."""
     a, b = ref.machine_class, cur.machine_class
-    if a and b and a != b:
-        if not allow_other:
-            raise UsageError(f"machine classes differ: {ref.path} is {a!r}, {cur.path} is {b!r}; a comparison "
-                             f"across classes measures the machines, not the server: compare against a {b!r} "
-                             "baseline, or pass --allow-other-class to compare anyway")
-        return False, [f"WARNING: machine classes differ ({ref.label} is {a!r}, {cur.label} is {b!r}): every "
-                       "verdict below compares two kinds of machine, not two versions of the server"]
+    warning = other_class((ref.path, ref.label, a), (cur.path, cur.label, b), allow_other)
+    if warning is not None:
+        return False, [warning]
     missing = [side.path for side, mc in ((ref, a), (cur, b)) if not mc]
     return (None, [f"warning: {p} records no machine class, so it is unknown whether both sides come from "
                    "the same kind of machine" for p in missing]) if missing else (True, [])
@@ -122,8 +133,8 @@ def register(sub: Any) -> None:
     p.add_argument("baseline", type=existing_file,
                    help="a baseline file (baselines/<class>/<profile>.json) or a results file")
     p.add_argument("results", type=existing_file, help="a results file (pytest -m perf --specwatch-results PATH)")
-    p.add_argument("--tolerance", type=positive_float, default=DEFAULTS["tolerance"],
-                   help=f"smallest relative change of medians that counts (default {DEFAULTS['tolerance']})")
+    p.add_argument("--tolerance", type=fraction, default=DEFAULTS["tolerance"],
+                   help=f"smallest relative change of medians that counts, in (0, 1) (default {DEFAULTS['tolerance']})")
     p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"],
                    help=f"significance level, in (0, 1) (default {DEFAULTS['alpha']})")
     p.add_argument("--allow-other-class", action="store_true",

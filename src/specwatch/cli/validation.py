@@ -148,8 +148,14 @@ def _cmd_sensitivity(args: argparse.Namespace) -> int:
     if not keys:
         where = f"the baseline {args.baseline}" if reference is not None else "them"
         raise UsageError(f"the healthy results files share no key of {', '.join(metrics)} with {where}")
+    warnings: list[str] = []
+    if stored is not None:  # as compare: runs of another machine class measure the machines
+        runs = [*healthy.values(), *(ks for _, found in groups for ks in found.values())]
+        warnings = _other_classes(args, stored[0].machine_class, runs)
     against = (f"against the baseline {args.baseline}" if reference is not None
                else "each healthy run against the other healthy runs, each slowed run against all of them")
+    for line in warnings:
+        print(line)
     print(f"specwatch sensitivity: the drift verdict {against}; rate: runs called a regression (false alarms "
           f"among healthy runs, detections among slowed ones)")
     for key in keys:
@@ -181,6 +187,17 @@ def _cmd_sensitivity(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _other_classes(args: argparse.Namespace, machine_class: str | None, found: Sequence[Any]) -> list[str]:
+    """The warning per results file of another machine class than the baseline's, as ``compare`` says
+    it; UsageError on the first one unless --allow-other-class."""
+    from specwatch.cli.results import other_class
+
+    files = {label: mc for ks in found for label, mc in zip(ks.labels, ks.machine_classes, strict=True)}
+    lines = [other_class((args.baseline, f"baseline {args.baseline}", machine_class), (path, f"results {path}", mc),
+                         args.allow_other_class) for path, mc in files.items()]
+    return [line for line in lines if line]
+
+
 def register(sub: Any) -> None:
     """Add ``specwatch sensitivity`` to the ``specwatch`` parser."""
     p = sub.add_parser(
@@ -202,4 +219,6 @@ def register(sub: Any) -> None:
                    help="a significance level, in (0, 1), repeatable (default 0.01)")
     p.add_argument("--metric", action="append", default=None,
                    help=f"metric judged, repeatable (default: the drift gates' {', '.join(DEFAULT_METRICS)})")
+    p.add_argument("--allow-other-class", action="store_true",
+                   help="judge runs of another machine class than the --baseline's all the same (with a warning)")
     p.set_defaults(func=_cmd_sensitivity)

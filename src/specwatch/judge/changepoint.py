@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_PERMUTATIONS = 499
+# Series whose largest magnitude is above this are scaled down before the sums of their differences.
+_SCALE_ABOVE = 1e100
 _CHUNK = 64
 
 
@@ -38,6 +40,8 @@ class ChangePoint:
     """A change at ``index``: series[index] is the first point of the new regime.
 
     ``magnitude`` is ``after_median / before_median − 1`` over the neighbouring segments.
+    ``statistic``: the split's energy statistic (of the series scaled by a power of two when its values
+    are extreme).
     """
 
     index: int
@@ -130,9 +134,13 @@ def detect(
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if min_size < 2:
         raise ValueError(f"min_size must be at least 2, got {min_size}")
-    x = np.asarray(series, dtype=float).ravel()
-    if not np.all(np.isfinite(x)):
+    raw = np.asarray(series, dtype=float).ravel()
+    if not np.all(np.isfinite(raw)):
         raise ValueError("series contains a non-finite value")
+    # The statistic, its permutations and the t-test do not change with the scale of the series; a
+    # series of extreme values (1e300) is scaled by a power of two (exactly) so their sums stay finite.
+    top = float(np.max(np.abs(raw))) if raw.size else 0.0
+    x = np.ldexp(raw, -math.frexp(top)[1]) if top > _SCALE_ABOVE else raw
     rng = np.random.default_rng(seed)
     bounds = [0, x.size]
     found: dict[int, tuple[float, float]] = {}
@@ -171,8 +179,8 @@ def detect(
 
     points: list[ChangePoint] = []
     for i, idx in enumerate(bounds[1:-1], start=1):
-        before = float(np.median(x[bounds[i - 1] : idx]))
-        after = float(np.median(x[idx : bounds[i + 1]]))
+        before = float(np.median(raw[bounds[i - 1] : idx]))
+        after = float(np.median(raw[idx : bounds[i + 1]]))
         mag = after / before - 1.0 if before != 0 else math.inf
         if abs(mag) < min_magnitude:
             continue

@@ -71,6 +71,11 @@ def _fmt_p(p: float) -> str:
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
+def _runs(need: int | None, about: str = "") -> str:
+    """'12' ('~12'), or what to say when the noise is too large for a count of runs."""
+    return f"{about}{need}" if need is not None else "an unknown number of"
+
+
 def _check(samples: Sequence[float], name: str) -> np.ndarray:
     x = np.asarray(samples, dtype=float).ravel()
     if x.size == 0:
@@ -94,7 +99,7 @@ class Comparison:
     cv_current: float
     cv_reference: float
     mde: float
-    runs_needed: int
+    runs_needed: int | None  # None: the noise is too large for a count to mean anything
     n_current: int
     n_reference: int
     median_current: float
@@ -192,7 +197,7 @@ def compare(
     elif p_min >= alpha:
         verdict = DriftVerdict.INCONCLUSIVE
         k = stats.runs_to_reach_p(alpha)
-        need = max(need, k)
+        need = None if need is None else max(need, k)
         msg = (
             f"inconclusive: n={cur.size}/{ref.size} cannot reach p<{alpha:g} "
             f"(smallest possible p={_fmt_p(p_min)}); need ≥ {k} runs per side; {nums}"
@@ -203,12 +208,12 @@ def compare(
     elif noise > noisy_cv:
         verdict = DriftVerdict.NOISY
         msg = (
-            f"noisy: run-to-run noise {_noise(noise)} (cv), need {need} runs per side to see {tol}; "
+            f"noisy: run-to-run noise {_noise(noise)} (cv), need {_runs(need)} runs per side to see {tol}; "
             f"{nums}"
         )
     elif mde > tolerance:
         verdict = DriftVerdict.INCONCLUSIVE
-        msg = f"inconclusive: noise {_noise(noise)}, need {need} runs per side to see {tol}; {nums}"
+        msg = f"inconclusive: noise {_noise(noise)}, need {_runs(need)} runs per side to see {tol}; {nums}"
     else:
         verdict = DriftVerdict.NO_CHANGE
         msg = f"no change: {nums}; not significant, and {tol} would have been seen"
@@ -260,27 +265,34 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
     requested tolerance is within reach and the smallest slowdown flagged 19 times in 20. With fewer,
     the spread measured for the machine class (``class_spread``: spread and where it was measured)
     gives a floor, so a healthy server's boot-to-boot wander is not called a regression; without
-    either, the requested tolerance. The note then says how many more sessions to record.
+    either, the requested tolerance. The note then says how many more sessions to record. Sessions that
+    all share one median (spread 0: copies, or made by hand) measure no drift and count as too few.
     """
     n = len(sessions or ())
     if n >= MIN_SESSIONS:
         dt = stats.drift_tolerance(stats.session_spread(list(sessions or ())), n, alpha)
-        note = (f"tolerance {dt.tolerance:.1%} from the baseline's {n} sessions (spread {dt.spread:.1%}); a "
-                f"slowdown of {dt.detects:.1%} or more is flagged in 19 of 20 runs")
-        if dt.tolerance > requested:
-            note += (f"; the requested {requested:.1%} is below what these sessions can resolve (specwatch ab "
-                     "resolves small changes in one session)")
-        return DriftBasis(dt.tolerance, note)
-    more = MIN_SESSIONS - n
-    record = (f"record {more} more session(s) (--update-baselines with --specwatch-baseline-sessions "
-              f"{MIN_SESSIONS} or more) to judge by this baseline's own spread")
+        if dt.tolerance > 0:
+            note = (f"tolerance {dt.tolerance:.1%} from the baseline's {n} sessions (spread {dt.spread:.1%}); a "
+                    f"slowdown of {dt.detects:.1%} or more is flagged in 19 of 20 runs")
+            if dt.tolerance > requested:
+                note += (f"; the requested {requested:.1%} is below what these sessions can resolve (specwatch ab "
+                         "resolves small changes in one session)")
+            return DriftBasis(dt.tolerance, note)
+        # Sessions of a real machine never share one median: these are copies, or made by hand. A
+        # spread of 0 would make any change "beyond drift"; judge as if they measured no spread.
+        head = f"the baseline's {n} sessions all have the same median (spread 0, which measures no drift)"
+        record = "record sessions of the machine to judge by its own spread"
+    else:
+        head = f"only {n} recording session(s)"
+        record = (f"record {MIN_SESSIONS - n} more session(s) (--update-baselines with --specwatch-baseline-sessions "
+                  f"{MIN_SESSIONS} or more) to judge by this baseline's own spread")
     if class_spread is not None:
         spread, where = class_spread
         dt = stats.drift_tolerance(spread, n, alpha, known=False)
         tol = max(requested, dt.tolerance)
-        return DriftBasis(tol, f"only {n} recording session(s): the machine class's session spread {spread:.1%} "
+        return DriftBasis(tol, f"{head}: the machine class's session spread {spread:.1%} "
                                f"({where}) sets the tolerance to {tol:.1%}; {record}")
-    return DriftBasis(requested, f"only {n} recording session(s) and no session spread measured for this machine "
+    return DriftBasis(requested, f"{head} and no session spread measured for this machine "
                                  f"class: the requested {requested:.1%} tolerance, which may call the machine's own "
                                  f"drift a regression; {record}")
 
@@ -339,7 +351,7 @@ class GateResult:
     p_differ: float
     cv_a: float
     cv_b: float
-    runs_needed: int
+    runs_needed: int | None  # None: the noise is too large for a count to mean anything
     n_a: int
     n_b: int
     message: str
@@ -413,7 +425,7 @@ def relative_gate(
             f"inconclusive: n={xa.size}/{xb.size} cannot reach p<{alpha:g}; need ≥ {k} runs "
             f"per side to judge {want}; {nums}"
         )
-        need = max(need, k)
+        need = None if need is None else max(need, k)
     elif p_pass < alpha:
         verdict = GateVerdict.PASS
         msg = f"pass: {want} (p={_fmt_p(p_pass)}); {nums}"
@@ -421,7 +433,7 @@ def relative_gate(
         verdict = GateVerdict.NO_EFFECT
         msg = (
             f"no measurable effect: {na} vs {nb} p={_fmt_p(p_differ)}; {nums}; "
-            f"need ~{need} runs per side to see {effect * 100:g}%"
+            f"need {_runs(need, '~')} runs per side to see {effect * 100:g}%"
         )
     elif p_fail < alpha:
         verdict = GateVerdict.FAIL
@@ -430,7 +442,7 @@ def relative_gate(
         verdict = GateVerdict.INCONCLUSIVE
         msg = (
             f"inconclusive: {na} differs from {nb} (p={_fmt_p(p_differ)}) but {want} is not shown "
-            f"(p={_fmt_p(p_pass)}); need ~{need} runs per side; {nums}"
+            f"(p={_fmt_p(p_pass)}); need {_runs(need, '~')} runs per side; {nums}"
         )
     return GateResult(
         verdict=verdict,

@@ -25,6 +25,8 @@ DEFAULT_SEED = 0
 _MW_VARIANCE_FACTOR = math.pi / 3.0
 # MAD → standard deviation for normal data.
 _MAD_TO_SD = 1.482602218505602
+# Largest x with a finite exp(x) (math.exp overflows just above 709.78).
+_EXP_MAX = 709.0
 
 
 def _as_array(samples: Sequence[float] | np.ndarray, name: str = "samples") -> np.ndarray:
@@ -285,8 +287,12 @@ def minimum_detectable_effect(
     """
     if min_attainable_p(n_current, n_reference, alternative) >= alpha:
         return math.inf
-    se = math.sqrt(_MW_VARIANCE_FACTOR * (cv_current**2 / n_current + cv_reference**2 / n_reference))
-    return math.expm1(_z(alpha, power, alternative) * se)
+    # products, not **: a huge cv then gives inf rather than OverflowError
+    var = _MW_VARIANCE_FACTOR * (cv_current * cv_current / n_current + cv_reference * cv_reference / n_reference)
+    x = _z(alpha, power, alternative) * math.sqrt(var)
+    if not x < _EXP_MAX:  # also a noise that is not a number: no effect is known to be seen
+        return math.inf
+    return math.expm1(x)
 
 
 def runs_needed(
@@ -296,16 +302,20 @@ def runs_needed(
     alpha: float = 0.01,
     power: float = 0.8,
     alternative: Alternative = "two-sided",
-) -> int:
+) -> int | None:
     """Runs per side (equal sizes) to detect a relative ``effect`` at run-to-run noise ``noise_cv``.
 
     ``n = 2·(π/3)·z²·cv² / log(1+effect)²``, and never fewer than the exact test needs to reach
-    ``alpha`` at all (5 per side for a two-sided p < 0.01).
+    ``alpha`` at all (5 per side for a two-sided p < 0.01). None when the count is not a finite
+    number: a noise that is infinite or not a number, or so large that the count overflows.
     """
     if effect <= -1.0 or effect == 0.0:
         raise ValueError(f"effect must be a non-zero relative change above -1, got {effect}")
     delta = abs(math.log1p(effect))
-    n = 2.0 * _MW_VARIANCE_FACTOR * (_z(alpha, power, alternative) * noise_cv / delta) ** 2
+    ratio = _z(alpha, power, alternative) * noise_cv / delta
+    n = 2.0 * _MW_VARIANCE_FACTOR * ratio * ratio  # a product, not **: overflow gives inf, not an error
+    if not math.isfinite(n):
+        return None
     return max(math.ceil(n), runs_to_reach_p(alpha, alternative=alternative), 2)
 
 

@@ -346,7 +346,7 @@ def _load(path: Path) -> ProbeRecord | None:
             patterns=list(d.get("patterns") or []),
             set_by_sitecustomize=dict(d.get("set_by_sitecustomize") or {}),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):  # half-written or garbled
         return None
 
 

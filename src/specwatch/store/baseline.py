@@ -30,9 +30,11 @@ from specwatch.store.result import (
     ResultSet,
     dumps,
     finite_samples,
+    is_finite_number,
     make_key,
     migrate,
     read_json,
+    show_value,
     utc_now,
 )
 
@@ -161,6 +163,7 @@ class BaselineMetric:
         ``yardstick``: the recording machine's yardstick, kept with the session."""
         if not r.samples:
             raise UsageError(f"{r.key}: no samples to record as a baseline")
+        finite_samples(r.samples, f"{r.key}: cannot record as a baseline", positive=True)
         session: dict[str, Any] = {"recorded": recorded, "commit": commit, "samples": list(r.samples)}
         if host:
             session["host"] = host
@@ -184,7 +187,7 @@ def _check_sessions(sessions: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(sessions, list) or not all(isinstance(x, dict) for x in sessions):
         raise UsageError(f"{where}: field 'sessions' must be a list of objects")
     for i, sess in enumerate(sessions):
-        finite_samples(sess.get("samples", []), f"{where}: session {i}")
+        finite_samples(sess.get("samples", []), f"{where}: session {i}", positive=True)
         if not isinstance(sess.get("host") or "", str):
             raise UsageError(f"{where}: session {i}: field 'host' must be a string")
         if not isinstance(sess.get("yardstick") or {}, dict):
@@ -201,9 +204,9 @@ def _summary(raw: Any, samples: list[float], where: str) -> stats.Summary:
         v = raw.get(name)
         if name == "confidence" and v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise UsageError(f"{where}: field 'summary.{name}' must be a number, got {v!r}; re-record the "
-                             "baseline (or delete its summary to have it recomputed)")
+        if not is_finite_number(v):
+            raise UsageError(f"{where}: field 'summary.{name}' must be a finite number, got {show_value(v)}; re-record "
+                             "the baseline (or delete its summary to have it recomputed)")
     return stats.Summary.from_dict(raw)
 
 
@@ -307,6 +310,7 @@ class Baseline:
                 raise UsageError(f"{where}: metric {exc}") from None
             if not r.samples:
                 raise UsageError(f"{where}: metric {name!r} has no samples")
+            finite_samples(r.samples, f"{where}: metric {name!r}", positive=True)
             sessions = _check_sessions(m.get("sessions"), f"{where}: metric {name!r}")
             metrics[name] = BaselineMetric(
                 r.workload, r.metric, r.unit, r.higher_is_better, r.samples,

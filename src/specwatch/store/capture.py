@@ -33,6 +33,7 @@ from specwatch.errors import UsageError
 from specwatch.signals import probe, procenv, promtext
 from specwatch.signals.procenv import EnvRead, ProcInfo
 from specwatch.store.atomic import write_text_atomic
+from specwatch.store.result import is_finite_number, parse_json, show_value
 
 __all__ = [
     "ARG_SECRETS",
@@ -303,6 +304,14 @@ def _fail(path: Path, what: str) -> CaptureError:
     return CaptureError(f"{path}: {what}")
 
 
+def _shown(value: Any) -> str:
+    """A manifest's value as JSON writes it, short (a long integer by its digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return show_value(value)
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _int(path: Path, where: str, value: Any, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
@@ -321,8 +330,11 @@ def _process(path: Path, i: int, raw: Any) -> CapturedProcess:
     if not isinstance(cmd, list) or not all(isinstance(a, str) for a in cmd):
         raise _fail(path, f"{at}.cmdline: expected a list of strings")
     start = raw.get("start_time")
-    if start is not None and (isinstance(start, bool) or not isinstance(start, (int, float))):
-        raise _fail(path, f"{at}.start_time: expected seconds since the epoch or null, got {json.dumps(start)}")
+    if start is not None and not is_finite_number(start):
+        raise _fail(path, f"{at}.start_time: expected seconds since the epoch or null, got {_shown(start)}")
+    name = raw.get("name", "")
+    if not isinstance(name, str):
+        raise _fail(path, f"{at}.name: expected a string, got {_shown(name)}")
     env = raw.get("environ")
     if not isinstance(env, dict):
         raise _fail(path, f"{at}.environ: expected an object with status and env")
@@ -336,8 +348,26 @@ def _process(path: Path, i: int, raw: Any) -> CapturedProcess:
         raise _fail(path, f"{at}.environ: status {status} but {len(values)} variable(s) recorded")
     nbytes = _int(path, f"{at}.environ.nbytes", env.get("nbytes", 0))
     assert pid is not None and ppid is not None and nbytes is not None
-    return CapturedProcess(pid, ppid, str(raw.get("name", "")), list(cmd), EnvRead(status, dict(values), nbytes),
+    return CapturedProcess(pid, ppid, name, list(cmd), EnvRead(status, dict(values), nbytes),
                            float(start) if start is not None else None)
+
+
+def _text(path: Path, data: Mapping[str, Any], key: str) -> str:
+    """The manifest's text field ``key`` ("" when absent or null)."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _fail(path, f"{key}: expected a string, got {_shown(value)}")
+    return value or ""
+
+
+def _object(path: Path, data: Mapping[str, Any], key: str, what: str, values: type | None = None) -> dict[str, Any]:
+    """The manifest's object field ``key`` ({} when absent or null), its values of type ``values`` when given."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or (values is not None and not all(isinstance(v, values) for v in value.values())):
+        raise _fail(path, f"{key}: expected an object {what}, got {_shown(value)}")
+    return dict(value)
 
 
 def _part(folder: Path, files: Mapping[str, Any], key: str, manifest: Path) -> Path | None:
@@ -361,13 +391,19 @@ def read_capture(folder: str | Path) -> Capture:
         raise CaptureError(f"{root}: {'not a folder' if root.exists() else 'no such capture folder'}")
     manifest = root / MANIFEST
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data = parse_json(manifest.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise _fail(manifest, "missing: not a specwatch capture folder (write one with `specwatch capture`)") from None
+    except IsADirectoryError:
+        raise _fail(manifest, "a folder, not the capture's manifest file") from None
+    except OSError as exc:
+        raise _fail(manifest, f"cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise _fail(manifest, "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise _fail(manifest, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except ValueError as exc:  # nested too deep, an integer too long
+        raise _fail(manifest, f"not readable JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _fail(manifest, f"not a specwatch capture manifest (format should be {FORMAT!r})")
     version = data.get("version")
@@ -387,14 +423,18 @@ def read_capture(folder: str | Path) -> Capture:
     files = data.get("files", {})
     if not isinstance(files, dict):
         raise _fail(manifest, "files: expected an object of file names")
-    cap = Capture(root, str(data.get("created", "")), str(data.get("host", "")), str(data.get("url", "")),
+    cap = Capture(root, _text(manifest, data, "created"), _text(manifest, data, "host"), _text(manifest, data, "url"),
                   _int(manifest, "main_pid", data.get("main_pid"), allow_none=True), procs,
-                  missing={str(k): str(v) for k, v in dict(data.get("missing") or {}).items()},
-                  redaction=dict(data.get("redaction") or {}), specwatch=str(data.get("specwatch", "")))
+                  missing=_object(manifest, data, "missing", "of reasons (strings)", str),
+                  redaction=_object(manifest, data, "redaction", "(the redaction summary)"),
+                  specwatch=_text(manifest, data, "specwatch"))
     cap.log = _part(root, files, "log", manifest)
     metrics = _part(root, files, "metrics", manifest)
     if metrics is not None:
-        cap.metrics_text = metrics.read_text(encoding="utf-8", errors="replace")
+        try:
+            cap.metrics_text = metrics.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise _fail(metrics, f"cannot be read: {exc.strerror or exc}") from None
         try:
             promtext.parse_text(cap.metrics_text)
         except promtext.ParseError as exc:
@@ -402,8 +442,10 @@ def read_capture(folder: str | Path) -> Capture:
     info = _part(root, files, "server_info", manifest)
     if info is not None:
         try:
-            cap.server_info = json.loads(info.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            cap.server_info = parse_json(info.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise _fail(info, f"cannot be read: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not UTF-8, not JSON, nested too deep
             raise _fail(info, f"not valid JSON ({exc})") from None
         if not isinstance(cap.server_info, dict):
             raise _fail(info, "expected a JSON object (the answer of /server_info)")

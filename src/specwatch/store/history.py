@@ -15,6 +15,7 @@ of its results document) under a UNIQUE index, so a run written twice is stored 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -122,14 +123,18 @@ def plot_series(
             if not pts:
                 continue
             meds = [p.median for p in pts]
-            cps = changepoint.detect(meds, alpha=alpha, min_size=min_size) if len(meds) >= 2 * min_size else []
+            # change points among the runs with a median (as `history changes`), placed at their runs
+            known = [i for i, m in enumerate(meds) if math.isfinite(m)]
+            cps = (changepoint.detect([meds[i] for i in known], alpha=alpha, min_size=min_size)
+                   if len(known) >= 2 * min_size else [])
             fig, ax = plt.subplots(figsize=(9, 4))
             for i, p in enumerate(pts):
                 ax.scatter([i] * len(p.samples), p.samples, s=8, alpha=0.35, color="tab:blue")
             ax.plot(range(len(meds)), meds, marker="o", color="tab:blue", label="median")
             for cp in cps:
-                ax.axvline(cp.index - 0.5, color="tab:red", linestyle="--")
-                ax.annotate(f"{cp.magnitude * 100:+.1f}% (p={cp.p:.2g})", (cp.index - 0.5, max(meds)),
+                at = known[cp.index] - 0.5
+                ax.axvline(at, color="tab:red", linestyle="--")
+                ax.annotate(f"{cp.magnitude * 100:+.1f}% (p={cp.p:.2g})", (at, max(meds[i] for i in known)),
                             color="tab:red", fontsize=8, rotation=90, va="top", ha="right")  # fmt: skip
             direction = "higher is better" if pts[0].higher_is_better else "lower is better"
             ax.set_title(f"{key} on {mc or 'unknown machine'} ({direction})", fontsize=10)

@@ -22,7 +22,7 @@ from statistics import median
 from typing import Any
 
 from specwatch.errors import UsageError
-from specwatch.store.result import Result, ResultSet, utc_now
+from specwatch.store.result import Result, ResultSet, finite_samples, parse_json, utc_now
 
 SCHEMA_VERSION = 2
 
@@ -129,8 +129,8 @@ class StoredRun:
 
 def _partial_of(extra: str) -> str:
     try:
-        return str(json.loads(extra).get("partial") or "")
-    except (ValueError, AttributeError):
+        return str(parse_json(extra).get("partial") or "")
+    except (TypeError, ValueError, AttributeError):
         return ""
 
 
@@ -205,7 +205,7 @@ class HistoryStore(abc.ABC):
                 self._migrate(1)
                 return
             row = self._query("SELECT MAX(version) FROM schema_version")
-            version = int(row[0][0]) if row and row[0][0] is not None else 0
+            version = self._version(row[0][0]) if row and row[0][0] is not None else 0
             if version > SCHEMA_VERSION:
                 raise UsageError(
                     f"history {self.where} has schema version {version}, newer than this specwatch "
@@ -230,7 +230,43 @@ class HistoryStore(abc.ABC):
     @property
     def schema_version(self) -> int:
         """The schema version stored."""
-        return int(self._query("SELECT MAX(version) FROM schema_version")[0][0])
+        return self._version(self._query("SELECT MAX(version) FROM schema_version")[0][0])
+
+    # -- what is stored, checked ----------------------------------------------------------------
+    def corrupt(self, what: str) -> UsageError:
+        """The error of a store whose content specwatch never wrote (edited by hand, or damaged)."""
+        return UsageError(f"history {self.where}: corrupt: {what}")
+
+    def _version(self, raw: Any) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise self.corrupt(f"schema_version.version is {raw!r:.40}, not a whole number")
+        return raw
+
+    def _json(self, raw: Any, what: str, kind: type) -> Any:
+        """A stored JSON column (``what`` names it in the message), which must parse to ``kind``."""
+        try:
+            data = parse_json(raw)
+        except (TypeError, ValueError) as exc:
+            raise self.corrupt(f"{what} is not JSON ({exc})") from None
+        if not isinstance(data, kind):
+            raise self.corrupt(f"{what}: expected a JSON {'list' if kind is list else 'object'}, got {raw!r:.40}")
+        return data
+
+    def _samples(self, raw: Any, run_id: Any, key: str) -> list[float]:
+        """A stored row's samples: a JSON list of finite numbers, as the results file it came from held."""
+        what = f"run {run_id} {key} samples"
+        data = self._json(raw, what, list)
+        try:
+            return finite_samples(data, what)
+        except UsageError as exc:
+            raise self.corrupt(str(exc)) from None
+
+    def _median(self, raw: Any, run_id: Any, key: str) -> float:
+        if raw is None:
+            return float("nan")
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise self.corrupt(f"run {run_id} {key} median is {raw!r:.40}, not a number")
+        return float(raw)
 
     # -- writing -----------------------------------------------------------------------------
     def add_run(self, results: ResultSet, *, time: str | None = None, commit: str | None = None,
@@ -301,9 +337,9 @@ class HistoryStore(abc.ABC):
         sql += " ORDER BY u.time, u.id"
         out = []
         for rid, t, commit, mc, samples, med, unit, hib, extra in self._query(sql, args):
-            xs = tuple(float(s) for s in json.loads(samples))
-            out.append(SeriesPoint(int(rid), t, commit, mc, xs, float(med) if med is not None
-                                   else float("nan"), unit, bool(hib), _partial_of(extra)))  # fmt: skip
+            xs = tuple(self._samples(samples, rid, key))
+            out.append(SeriesPoint(int(rid), t, commit, mc, xs, self._median(med, rid, key), unit, bool(hib),
+                                   _partial_of(extra)))
         return out
 
     def machines(self) -> dict[int, dict[str, Any]]:
@@ -311,8 +347,8 @@ class HistoryStore(abc.ABC):
         out: dict[int, dict[str, Any]] = {}
         for rid, fp in self._query("SELECT id, fingerprint FROM runs"):
             try:
-                data = json.loads(fp)
-            except ValueError:
+                data = parse_json(fp)
+            except (TypeError, ValueError):
                 data = {}
             out[int(rid)] = data if isinstance(data, dict) else {}
         return out
@@ -332,13 +368,19 @@ class HistoryStore(abc.ABC):
             rsql += " WHERE u.machine_class = ?"
         for rid, key, prof, wl, metric, unit, hib, samples, extra in self._query(rsql + " ORDER BY r.key", args):
             if int(rid) in by_run:
-                by_run[int(rid)].append(Result(key, prof, wl, metric, unit, bool(hib), json.loads(samples),
-                                               json.loads(extra)))
+                by_run[int(rid)].append(self._result(rid, key, prof, wl, metric, unit, hib, samples, extra))
         return [
             StoredRun(int(rid), uid or "", t, commit, mc,
-                      ResultSet(results=by_run[int(rid)], machine=json.loads(fp), commit=commit, created=t))
+                      ResultSet(results=by_run[int(rid)], machine=self._json(fp, f"run {rid} fingerprint", dict),
+                                commit=commit, created=t))
             for rid, uid, t, commit, mc, fp in runs
         ]  # fmt: skip
+
+    def _result(self, rid: Any, key: str, prof: str, wl: str, metric: str, unit: str, hib: Any, samples: Any,
+                extra: Any) -> Result:
+        """One stored row of ``results`` as a Result, its JSON columns checked."""
+        return Result(key, prof, wl, metric, unit, bool(hib), self._samples(samples, rid, key),
+                      self._json(extra, f"run {rid} {key} extra", dict))
 
 
 def _v1_to_v2(store: HistoryStore) -> None:
@@ -347,14 +389,14 @@ def _v1_to_v2(store: HistoryStore) -> None:
     A run stored twice under version 1 keeps both copies; the later ones get ``<uid>#<run id>``.
     """
     store._execute("ALTER TABLE runs ADD COLUMN run_uid TEXT")
-    runs = [StoredRun(int(rid), "", t, commit, mc, ResultSet(machine=json.loads(fp), commit=commit, created=t))
+    runs = [StoredRun(int(rid), "", t, commit, mc, ResultSet(machine=store._json(fp, f"run {rid} fingerprint", dict),
+                                                             commit=commit, created=t))
             for rid, t, commit, mc, fp in store._query(
                 "SELECT id, time, commit_id, machine_class, fingerprint FROM runs ORDER BY id")]
     rows: dict[int, list[Result]] = {}
-    for rid, key, prof, wl, metric, unit, hib, samples, extra in store._query(
+    for row in store._query(
             "SELECT run_id, key, profile, workload, metric, unit, higher_is_better, samples, extra FROM results"):
-        rows.setdefault(int(rid), []).append(Result(key, prof, wl, metric, unit, bool(hib), json.loads(samples),
-                                                    json.loads(extra)))
+        rows.setdefault(int(row[0]), []).append(store._result(*row))
     seen: set[str] = set()
     updates = []
     for run in runs:

@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,12 @@ RESULTS_VERSION = 1
 Migration = Callable[[dict], dict]
 # from-version -> function returning the data at from-version + 1. Empty while v1 is the only one.
 RESULTS_MIGRATIONS: dict[int, Migration] = {}
+#: How deeply lists and objects may nest in a JSON file specwatch reads. Its own files nest a few
+#: levels; far deeper ones overflow Python's recursion in the parser or in what reads the data next.
+MAX_JSON_DEPTH = 100
+#: The magnitudes a sample may have (or be 0): far beyond any measurement, and narrow enough that the
+#: statistics on samples (ratios of medians, squares, sums over thousands) cannot overflow a float.
+SAMPLE_RANGE = (1e-150, 1e150)
 
 
 def utc_now() -> str:
@@ -44,16 +51,42 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     return write_text_atomic(path, dumps(data))
 
 
+def _nests_deeper(data: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than ``limit`` levels in ``data`` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` for a file handed to specwatch; ValueError (never RecursionError) when it is not
+    JSON or nests deeper than :data:`MAX_JSON_DEPTH` (which would overflow the parser or what reads it)."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        too_deep = True
+    else:
+        too_deep = _nests_deeper(data, MAX_JSON_DEPTH)
+    if too_deep:
+        raise ValueError(f"lists or objects nested more than {MAX_JSON_DEPTH} levels deep")
+    return data
+
+
 def read_json(path: str | os.PathLike[str], kind: str) -> Any:
     """The parsed JSON of a file; UsageError (one line, naming the file) when it cannot be read."""
     p = Path(path)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return parse_json(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{kind} file not found: {p}") from None
     except IsADirectoryError:
         raise UsageError(f"{kind} file {p} is a directory, not a file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError, JSONDecodeError, too deep
         raise UsageError(f"{kind} file {p} is not readable JSON: {exc}") from None
 
 
@@ -92,14 +125,40 @@ def load_versioned(
     return migrate(read_json(path, kind), kind, current, migrations, str(Path(path)))
 
 
-def finite_samples(samples: Any, where: str) -> list[float]:
-    """The samples as floats; UsageError naming ``where`` unless a list of finite numbers."""
+def show_value(value: Any) -> str:
+    """A value as a message shows it: short, whatever its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        if value.bit_length() > 14000:  # str() refuses more than 4300 digits
+            return "an integer of over 4000 digits"
+        digits = str(value)
+        return f"{digits[:8]}... ({len(digits.lstrip('-'))} digits)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is an int or float (not a bool) that is finite as a float (an int of 400 digits is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) <= sys.float_info.max
+
+
+def finite_samples(samples: Any, where: str, *, positive: bool = False) -> list[float]:
+    """The samples as floats; UsageError naming ``where`` unless a list of finite numbers of the magnitudes
+    of :data:`SAMPLE_RANGE` (or 0), and above 0 when ``positive`` (a baseline's, which every comparison
+    divides by and takes the log of)."""
     if not isinstance(samples, (list, tuple)):
         raise UsageError(f"{where}: samples must be a list of numbers")
+    low, high = SAMPLE_RANGE
     out = []
     for s in samples:
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
-            raise UsageError(f"{where}: sample {s!r} is not a finite number")
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or (isinstance(s, float) and not math.isfinite(s)):
+            raise UsageError(f"{where}: sample {show_value(s)} is not a finite number")
+        if positive and s <= 0:
+            raise UsageError(f"{where}: sample {show_value(s)} is not positive: samples must be finite and positive")
+        if abs(s) > high or 0 < abs(s) < low:
+            raise UsageError(f"{where}: sample {show_value(s)} is out of range: samples must be finite, of magnitude "
+                             f"{low:g} to {high:g}{'' if positive else ' (or 0)'}")
         out.append(float(s))
     return out
 

@@ -27,6 +27,7 @@ class KeySessions:
     sessions: list[list[float]] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)  # a file name, or the recording date and machine
     yardsticks: list[dict | None] = field(default_factory=list)  # each session's machine yardstick, if recorded
+    machine_classes: list[str | None] = field(default_factory=list)  # each results file's machine class, if recorded
 
     @property
     def metric(self) -> str:
@@ -75,6 +76,7 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
             ks.sessions.append([float(x) for x in r.samples])
             ks.labels.append(str(path))
             ks.yardsticks.append(rs.machine.get("yardstick"))
+            ks.machine_classes.append(rs.machine_class)
     return found
 
 
