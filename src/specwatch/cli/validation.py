@@ -56,7 +56,7 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
     chosen = [ks for ks in keys if ks.metric in metrics]
     if not chosen:
         raise UsageError(f"{args.baseline} has no metric {', '.join(metrics)} (it has "
-                         f"{', '.join(sorted({ks.metric for ks in keys}))})")
+                         f"{', '.join(sorted({ks.metric for ks in keys})) or 'none'})")
     print(f"specwatch baseline check {args.baseline}: each recorded session against the others, with the drift "
           f"verdict (requested tolerance {args.tolerance:.1%}, alpha {args.alpha:g})", flush=True)
     false_alarms, checked = 0, 0
@@ -146,8 +146,8 @@ def _cmd_sensitivity(args: argparse.Namespace) -> int:
     reference = {ks.key: ks for ks in stored[1]} if stored else None
     keys = sorted(k for k in healthy if reference is None or k in reference)
     if not keys:
-        where = f"the baseline {args.baseline}" if reference is not None else "them"
-        raise UsageError(f"the healthy results files share no key of {', '.join(metrics)} with {where}")
+        where = f"with the baseline {args.baseline}" if reference is not None else "with each other"
+        raise UsageError(f"the healthy results files share no key of metric {', '.join(metrics)} {where}")
     warnings: list[str] = []
     if stored is not None:  # as compare: runs of another machine class measure the machines
         runs = [*healthy.values(), *(ks for _, found in groups for ks in found.values())]
