@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -52,13 +51,9 @@ class Operating:
         return sum(math.comb(of, j) * self.regression**j * (1 - self.regression) ** (of - j) for j in range(k, of + 1))
 
 
-def simulate(settings: RoundSettings, prior: paired.RoundPrior | None, change: float, true_spread: float,
-             trials: int = 2000, seed: int = 0) -> Operating:
-    """Simulate ``trials`` A/B verdicts of a head ``change`` slower than base (higher is better).
-
-    Each round's head/base ratio is lognormal around ``1 - change`` with SD ``true_spread`` (of the
-    log). As :func:`specwatch.revisions.rounds.alternate` does, a verdict is first taken after
-    ``settings.rounds`` rounds, then after each further round while unsure, up to ``max_rounds``."""
+def check_inputs(settings: RoundSettings, prior: paired.RoundPrior | None, change: float, true_spread: float,
+                 trials: int) -> None:
+    """UsageError (one line) unless a simulation of these inputs is possible and bounded."""
     if not 0 <= change < 1:
         raise UsageError(f"--change must be in [0, 1) (a slowdown as a fraction), got {change:g}")
     if not 0 < true_spread <= MAX_SPREAD:  # NaN fails too
@@ -69,6 +64,16 @@ def simulate(settings: RoundSettings, prior: paired.RoundPrior | None, change: f
         raise UsageError(f"--max-rounds must be at most {MAX_ROUNDS}, got {settings.max_rounds}")
     if settings.rounds < 2 and prior is None:
         raise UsageError("--rounds 1 needs a round spread of earlier A/B runs (none is recorded)")
+
+
+def simulate(settings: RoundSettings, prior: paired.RoundPrior | None, change: float, true_spread: float,
+             trials: int = 2000, seed: int = 0) -> Operating:
+    """Simulate ``trials`` A/B verdicts of a head ``change`` slower than base (higher is better).
+
+    Each round's head/base ratio is lognormal around ``1 - change`` with SD ``true_spread`` (of the
+    log). As :func:`specwatch.revisions.rounds.alternate` does, a verdict is first taken after
+    ``settings.rounds`` rounds, then after each further round while unsure, up to ``max_rounds``."""
+    check_inputs(settings, prior, change, true_spread, trials)
     rng = np.random.default_rng(seed)
     counts = {REGRESSION: 0, UNSURE: 0, NO_REGRESSION: 0}
     total_rounds = 0
@@ -84,9 +89,9 @@ def simulate(settings: RoundSettings, prior: paired.RoundPrior | None, change: f
                      counts[NO_REGRESSION] / trials, total_rounds / trials)
 
 
-def report(settings: RoundSettings, prior: paired.RoundPrior | None, source: str, true_spread: float,
-           rows: Sequence[Operating], out: TextIO, seconds_per_round: float | None = None) -> None:
-    """The table ``ab-power`` prints."""
+def header(settings: RoundSettings, prior: paired.RoundPrior | None, source: str, true_spread: float, trials: int,
+           out: TextIO, seconds_per_round: float | None = None) -> None:
+    """The lines ``ab-power`` prints before its rows: the design, the spread, the closed form, the columns."""
     print(f"specwatch ab-power: {settings.rounds} round(s), up to {settings.max_rounds} while unsure, tolerance "
           f"{settings.tolerance:.1%}, alpha {settings.alpha:g}", file=out)
     if prior is not None:
@@ -98,17 +103,19 @@ def report(settings: RoundSettings, prior: paired.RoundPrior | None, source: str
               f"{settings.max_rounds} rounds {most:.1%}", file=out)
     else:
         print(f"  no round spread of earlier A/B runs ({source}): each verdict judged on its own rounds", file=out)
-    print(f"  rounds simulated at a true round spread of {true_spread:.2%}; {rows[0].trials} verdicts per row",
-          file=out)
+    print(f"  rounds simulated at a true round spread of {true_spread:.2%}; {trials} verdicts per row", file=out)
     wall = "  mean wall" if seconds_per_round else ""
     print(f"  {'true change':>11}  {'regression':>10}  {'unsure':>7}  {'no regr.':>8}  {'rounds':>6}  "
-          f"{'P(>=19 of 20 flagged)':>21}  {'P(0 of 20 false alarms)':>23}{wall}", file=out)
-    for r in rows:
-        flagged = f"{r.at_least(19):.3f}" if r.change > 0 else "-"
-        quiet = f"{(1 - r.regression) ** 20:.3f}" if r.change == 0 else "-"
-        extra = f"  {r.mean_rounds * seconds_per_round:7.0f} s" if seconds_per_round else ""
-        print(f"  {(-r.change or 0.0):>+11.1%}  {r.regression:>10.1%}  {r.unsure:>7.1%}  {r.no_regression:>8.1%}  "
-              f"{r.mean_rounds:>6.2f}  {flagged:>21}  {quiet:>23}{extra}", file=out)
+          f"{'P(>=19 of 20 flagged)':>21}  {'P(0 of 20 false alarms)':>23}{wall}", file=out, flush=True)
+
+
+def row(r: Operating, out: TextIO, seconds_per_round: float | None = None) -> None:
+    """One simulated change's line of the table (printed as soon as it is simulated)."""
+    flagged = f"{r.at_least(19):.3f}" if r.change > 0 else "-"
+    quiet = f"{(1 - r.regression) ** 20:.3f}" if r.change == 0 else "-"
+    extra = f"  {r.mean_rounds * seconds_per_round:7.0f} s" if seconds_per_round else ""
+    print(f"  {(-r.change or 0.0):>+11.1%}  {r.regression:>10.1%}  {r.unsure:>7.1%}  {r.no_regression:>8.1%}  "
+          f"{r.mean_rounds:>6.2f}  {flagged:>21}  {quiet:>23}{extra}", file=out, flush=True)
 
 
 class ABPower:
@@ -162,13 +169,17 @@ class ABPower:
                 raise UsageError(f"the recorded round spread of {args.metric} ({source}) is {true_spread:.2%}, "
                                  f"which no simulation can draw from (0 means every earlier run's rounds agreed "
                                  f"exactly); give --true-spread")
-            rows = [simulate(settings, prior, c, true_spread, args.trials, args.seed)
-                    for c in (args.change or DEFAULT_CHANGES)]
+            changes = args.change or DEFAULT_CHANGES
+            for c in changes:  # every input checked before the first line is printed
+                check_inputs(settings, prior, c, true_spread, args.trials)
         except SpecwatchError as exc:
             print(f"specwatch ab-power: {exc}", file=sys.stderr)
             return exc.exit_code
-        report(settings, prior, source, true_spread, rows, out, args.seconds_per_round)
+        header(settings, prior, source, true_spread, args.trials, out, args.seconds_per_round)
+        for c in changes:  # each row as soon as it is simulated: a large --trials takes a while
+            row(simulate(settings, prior, c, true_spread, args.trials, args.seed), out, args.seconds_per_round)
         return EXIT_OK
 
 
-__all__ = ["DEFAULT_CHANGES", "MAX_ROUNDS", "MAX_SPREAD", "MAX_TRIALS", "ABPower", "Operating", "report", "simulate"]
+__all__ = ["DEFAULT_CHANGES", "MAX_ROUNDS", "MAX_SPREAD", "MAX_TRIALS", "ABPower", "Operating", "check_inputs",
+           "header", "row", "simulate"]

@@ -306,10 +306,7 @@ def _fail(path: Path, what: str) -> CaptureError:
 
 def _shown(value: Any) -> str:
     """A manifest's value as JSON writes it, short (a long integer by its digits)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return show_value(value)
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return show_value(value, json.dumps)
 
 
 def _int(path: Path, where: str, value: Any, allow_none: bool = False) -> int | None:

@@ -125,14 +125,15 @@ def load_versioned(
     return migrate(read_json(path, kind), kind, current, migrations, str(Path(path)))
 
 
-def show_value(value: Any) -> str:
-    """A value as a message shows it: short, whatever its size."""
+def show_value(value: Any, render: Callable[[Any], str] = repr) -> str:
+    """A value as a message shows it, by ``render`` (``json.dumps`` for a field of a JSON file):
+    short, whatever its size."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         if value.bit_length() > 14000:  # str() refuses more than 4300 digits
             return "an integer of over 4000 digits"
         digits = str(value)
         return f"{digits[:8]}... ({len(digits.lstrip('-'))} digits)"
-    text = repr(value)
+    text = render(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
