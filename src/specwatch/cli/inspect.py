@@ -192,8 +192,10 @@ def _cmd_capture(args: argparse.Namespace) -> int:
                          processes=procs, redactor=redactor, log_source=log, metrics_text=metrics, server_info=info,
                          probe_records=_probe_files(procs, main_pid), missing=missing, version=__version__)
     blank = sum(1 for p in procs if p.environ.status == "retitled")
+    partial = sum(1 for p in procs if p.environ.status == "partial")
     hidden = sum(len(v) for v in redactor.redacted.values())
-    print(f"wrote {path}: {len(procs)} processes ({blank} with a blank /proc environ), "
+    print(f"wrote {path}: {len(procs)} processes ({blank} with a blank /proc environ, {partial} partly "
+          "overwritten by a process title), "
           f"{'log' if log else 'no log'}, {'/metrics' if metrics is not None else 'no /metrics'}, "
           f"{'/server_info' if info is not None else 'no /server_info'}; {hidden} secret(s) redacted")
     for part, reason in sorted(missing.items()):

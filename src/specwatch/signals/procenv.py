@@ -1,10 +1,13 @@
 """A server's process tree: workers per engine and ``/proc/<pid>/environ`` with blank detection.
 
 ``setproctitle`` (used by SGLang's scheduler and detokenizer, and by the reference server's
-workers) moves the environment elsewhere in memory and overwrites the original block:
-``/proc/<pid>/environ`` then reads as the same number of bytes, all NUL. Such a block is reported
-as ``unreadable (retitled)``, never as "variable missing". Remember also that ``/proc`` shows the
-environment a process STARTED with: a variable set inside it later is not there.
+workers) moves the environment elsewhere in memory and overwrites the original block. It clobbers
+the argv strings and then every environment string that still lies right after them; a string the
+process replaced before retitling (``os.environ[k] = v`` on an inherited variable) ends that run.
+So ``/proc/<pid>/environ`` reads either all NUL (``retitled``), or a front of NULs and title text
+followed by the entries that survived (``partial``): those are true, but a variable absent from
+them may have been lost under the title, so it is unknown, never "missing". Remember also that
+``/proc`` shows the environment a process STARTED with: a variable set inside it later is not there.
 
 The core functions work on plain data (:class:`ProcInfo`) so tests can run them on a recorded tree
 (``proctree.json``, loaded with :func:`load_proctree`); :func:`walk` builds the same data live with
@@ -21,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "PARTIAL",
+    "STATUSES",
     "WORKER_ROLES",
     "EnvRead",
     "ProcInfo",
@@ -30,14 +35,19 @@ __all__ = [
     "load_proctree",
     "parse_environ_block",
     "read_environ",
+    "reconcile_size",
     "walk",
     "workers",
 ]
 
 OK, RETITLED, DENIED, GONE, EMPTY, UNREAD = "ok", "retitled", "denied", "gone", "empty", "unread"
+PARTIAL = "partial"
+#: every status an :class:`EnvRead` may carry (captures store them by these names)
+STATUSES = (OK, EMPTY, PARTIAL, RETITLED, DENIED, GONE, UNREAD)
 _STATUS_TEXT = {
     UNREAD: "not read",
     OK: "readable",
+    PARTIAL: "partly overwritten (retitled): only its surviving entries can answer",
     RETITLED: "unreadable (retitled)",
     DENIED: "unreadable (permission denied)",
     GONE: "unreadable (process exited)",
@@ -56,10 +66,11 @@ _PYTHON_RE = re.compile(r"^python[\d.]*$")
 class EnvRead:
     """The result of reading one environ block.
 
-    ``status``: ``ok`` | ``retitled`` (all-NUL block after setproctitle) | ``denied`` | ``gone`` |
-    ``empty`` | ``unread`` (this view was not taken for the process). ``complete`` is False when
-    only some variables were recorded (e.g. a stored tree that kept only ``NCCL_*``): a variable
-    absent from a partial read is unknown, not missing.
+    ``status``: ``ok`` | ``partial`` (the block's front was overwritten by setproctitle; ``env`` holds
+    the entries that survived) | ``retitled`` (all-NUL block after setproctitle) | ``denied`` |
+    ``gone`` | ``empty`` | ``unread`` (this view was not taken for the process). ``complete`` is
+    False when only some variables were recorded (e.g. a stored tree that kept only ``NCCL_*``): a
+    variable absent from a partial read is unknown, not missing.
     """
 
     status: str
@@ -76,7 +87,9 @@ class EnvRead:
         return _STATUS_TEXT.get(self.status, self.status)
 
     def covers(self, var: str) -> bool:
-        """Whether this read can answer "is ``var`` set?"."""
+        """Whether this read can answer "is ``var`` set?" (a partial block only for what survived)."""
+        if self.status == PARTIAL:
+            return var in self.env
         if not self.readable:
             return False
         if self.complete:
@@ -100,23 +113,65 @@ def _matches_scope(var: str, scope: str) -> bool:
     return False
 
 
+def _is_entry(entry: bytes) -> bool:
+    """``NAME=VALUE`` with a name of no blanks (title text such as ``sglang::scheduler`` is not)."""
+    name, sep, _ = entry.partition(b"=")
+    return bool(sep) and bool(name) and not any(c in name for c in b" \t\n")
+
+
+def _decode(entries: Iterable[bytes]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for entry in entries:
+        key, _, val = entry.partition(b"=")
+        env[key.decode("utf-8", "replace")] = val.decode("utf-8", "replace")
+    return env
+
+
 def parse_environ_block(data: bytes) -> EnvRead:
-    """Parse the bytes of ``/proc/<pid>/environ``; an all-NUL (or entry-less) block is ``retitled``."""
+    """Parse the bytes of ``/proc/<pid>/environ``: whole, partly overwritten, or blank.
+
+    A whole block is ``NAME=VALUE`` entries, each ended by one NUL, nothing else. Anything else
+    (a run of NULs, title text, a missing final NUL) shows setproctitle wrote over its front: only
+    the well-formed entries after the last damaged one are kept (``partial``); with none left the
+    block is ``retitled``. ``nbytes`` is the block's size either way.
+    """
     if not data:
         return EnvRead(EMPTY, {}, 0)
     if data.count(0) == len(data):
         return EnvRead(RETITLED, {}, len(data))
-    env: dict[str, str] = {}
-    for entry in data.split(b"\0"):
-        if not entry:
-            continue
-        key, sep, val = entry.partition(b"=")
-        if sep and key:
-            env[key.decode("utf-8", "replace")] = val.decode("utf-8", "replace")
-    if not env:
-        # Title text written over the block, then NULs: no NAME=VALUE entry survives.
+    entries = data.split(b"\0")
+    terminated = entries[-1] == b""
+    body = entries[:-1] if terminated else entries
+    if terminated and all(_is_entry(e) for e in body):
+        return EnvRead(OK, _decode(body), len(data))
+    if not terminated:
+        body = body[:-1]  # cut off mid-entry: the last one is not whole
+    first = len(body)
+    while first > 0 and _is_entry(body[first - 1]):
+        first -= 1
+    survivors = _decode(body[first:])
+    if not survivors:
         return EnvRead(RETITLED, {}, len(data))
-    return EnvRead(OK, env, len(data))
+    return EnvRead(PARTIAL, survivors, len(data), complete=False)
+
+
+def reconcile_size(read: EnvRead, opaque: str | None = None) -> EnvRead:
+    """A recorded ``ok`` read whose entries fill fewer bytes than its block held is ``partial``.
+
+    For records that kept the decoded entries and the size but not the bytes (captures and trees
+    written before partial blocks were told apart). Values equal to ``opaque`` (a redaction
+    marker) hide their length, so such a record cannot be sized and is returned as it is.
+    """
+    if read.status != OK or read.nbytes <= 0 or not read.complete:
+        return read
+    if opaque is not None and any(v == opaque for v in read.env.values()):
+        return read
+    used = sum(len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace")) + 2 for k, v in read.env.items())
+    if used >= read.nbytes:
+        return read
+    if not read.env:
+        return EnvRead(RETITLED, {}, read.nbytes)
+    return EnvRead(PARTIAL, dict(read.env), read.nbytes, complete=False)
 
 
 def read_environ(pid: int, proc_root: str = "/proc") -> EnvRead:
@@ -259,13 +314,15 @@ def workers(
     return sorted(out, key=lambda p: p.pid)
 
 
-def load_proctree(source: str | os.PathLike[str] | list[dict]) -> list[ProcInfo]:
+def load_proctree(source: str | os.PathLike[str] | list[dict], opaque: str | None = None) -> list[ProcInfo]:
     """Load a recorded tree (``proctree.json``: pid, ppid, name, cmdline, nccl dict) as ProcInfo.
 
     Such a file kept only ``NCCL_*`` variables, so each environ is a partial read with scope
     ``NCCL_*``. A process whose dict is empty and whose command line shows setproctitle's
     pattern was blank when recorded: it is loaded as ``retitled`` (unreadable), not as "no
-    variables". Files written by :meth:`ProcInfo.to_json` (with an ``environ`` key) load as-is.
+    variables". Files written by :meth:`ProcInfo.to_json` (with an ``environ`` key) load as they
+    were read, except that an ``ok`` block whose entries fill fewer bytes than it held loads as
+    ``partial`` (:func:`reconcile_size`; ``opaque``: the redaction marker whose values hide their size).
     """
     data = source if isinstance(source, list) else json.loads(Path(source).read_text(encoding="utf-8"))
     procs: list[ProcInfo] = []
@@ -273,10 +330,11 @@ def load_proctree(source: str | os.PathLike[str] | list[dict]) -> list[ProcInfo]
         p = ProcInfo(int(d["pid"]), int(d.get("ppid", 0)), str(d.get("name", "")), list(d.get("cmdline") or []))
         if isinstance(d.get("environ"), dict):
             e = d["environ"]
-            p.environ = EnvRead(
-                e.get("status", OK), dict(e.get("env") or {}), int(e.get("nbytes", 0)),
-                bool(e.get("complete", True)), str(e.get("scope", "")),
-            )
+            status = e.get("status", OK)
+            p.environ = reconcile_size(EnvRead(
+                status, dict(e.get("env") or {}), int(e.get("nbytes", 0)),
+                bool(e.get("complete", status != PARTIAL)), str(e.get("scope", "")),
+            ), opaque)
         elif "nccl" in d:
             nccl = dict(d.get("nccl") or {})
             if not nccl and (p.retitled_cmdline or "::" in p.name):

@@ -10,8 +10,11 @@
     probe/             the sitecustomize probe's records of the tree's pids (optional)
 
 Each process of the tree keeps pid, ppid, name, command line, title, start time (seconds since the
-epoch) and its ``/proc/<pid>/environ`` as read: ``status`` is ``ok``, ``empty``, ``retitled``
-(setproctitle blanked it), ``denied`` or ``gone`` (see :mod:`specwatch.signals.procenv`). Secrets are
+epoch) and its ``/proc/<pid>/environ`` as read: ``status`` is ``ok``, ``empty``, ``partial``
+(setproctitle overwrote its front; ``env`` holds the entries that survived), ``retitled``
+(setproctitle blanked it), ``denied`` or ``gone`` (see :mod:`specwatch.signals.procenv`). A capture
+written before ``partial`` existed stored such a block as ``ok``: read back, an ``ok`` block whose
+entries fill fewer bytes than its ``nbytes`` is judged ``partial``. Secrets are
 redacted before anything is written: environment variables whose names match the patterns, and the
 values of server arguments whose names end like a secret (``--api-key``, ``ssl_keyfile_password``)
 in command lines, ``/server_info`` and the log's ``server_args=`` line. Every problem reading a
@@ -59,7 +62,7 @@ DEFAULT_REDACT = ("*TOKEN*", "*KEY*", "*SECRET*", "*PASSWORD*")
 #: server argument names (``--api-key`` read as ``API_KEY``) whose values are redacted
 ARG_SECRETS = ("*KEY", "*TOKEN", "*SECRET", "*PASSWORD")
 REDACTED = "<redacted>"
-_STATUSES = ("ok", "empty", "retitled", "denied", "gone", "unread")
+_STATUSES = procenv.STATUSES
 _SERVER_ARG_RE = re.compile(r"'(?P<key>\w+)': '(?P<val>(?:[^'\\]|\\.)*)'")
 
 
@@ -209,7 +212,8 @@ class Capture:
         """
         procs = procenv.load_proctree([{"pid": p.pid, "ppid": p.ppid, "name": p.name, "cmdline": p.cmdline,
                                         "environ": {"status": p.environ.status, "env": dict(p.environ.env),
-                                                    "nbytes": p.environ.nbytes}} for p in self.processes])
+                                                    "nbytes": p.environ.nbytes}} for p in self.processes],
+                                       opaque=REDACTED)
         for p in procs:
             if p.pid == self.main_pid and p.role is not None and p.role.role == "other":
                 p.role = procenv.ProcRole(p.role.engine, "main")
@@ -341,7 +345,7 @@ def _process(path: Path, i: int, raw: Any) -> CapturedProcess:
     values = env.get("env", {})
     if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
         raise _fail(path, f"{at}.environ.env: expected an object of strings")
-    if status != "ok" and values:
+    if status not in (procenv.OK, procenv.PARTIAL) and values:
         raise _fail(path, f"{at}.environ: status {status} but {len(values)} variable(s) recorded")
     nbytes = _int(path, f"{at}.environ.nbytes", env.get("nbytes", 0))
     assert pid is not None and ppid is not None and nbytes is not None
