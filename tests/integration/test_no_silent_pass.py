@@ -52,8 +52,9 @@ def test_my_own_drift_check(specwatch_session):
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A fresh project per test (no baselines, no history), so each test passes alone and in any order."""
     tmp = tmp_path_factory.mktemp("silent")
     proj, elsewhere = tmp / "proj", tmp / "elsewhere"
     (proj / "tests").mkdir(parents=True)
@@ -83,6 +84,8 @@ def test_missing_baseline_is_loud_and_fails_when_required(project: tuple[Path, P
     assert "specwatch uses the project" in text and str(proj) in text  # the rootdir guess, said plainly
     assert "MISSING BASELINE: 2 drift test(s) compared against nothing" in text
     assert "--specwatch-require-baseline" in text
+    with sqlite3.connect(proj / "hist" / "history.sqlite") as db:  # a failing run is kept in the history too
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
     # nothing was written next to the profile file, where pytest's rootdir went
     assert sorted(p.name for p in profile.parent.iterdir()) == ["p.toml"]
 
@@ -101,7 +104,7 @@ def test_baselines_reports_and_history_go_to_the_project(project: tuple[Path, Pa
     assert "MISSING BASELINE" not in text
     with sqlite3.connect(proj / "hist" / "history.sqlite") as db:
         runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    assert runs == 3  # every perf run, the failing one included, and nothing else
+    assert runs == 2  # every perf run of this project, the one that wrote the baselines included
     assert sorted(p.name for p in profile.parent.iterdir()) == ["p.toml"]
     # a user's own test calls a gate without the suite's helper fixture: its row still reaches the table
     (proj / "tests" / "perf" / "test_user.py").write_text(USER_TEST)
