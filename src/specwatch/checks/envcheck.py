@@ -22,7 +22,8 @@ cannot answer says so; a process no view can answer about gets ``unknown``, neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from specwatch.checks.envtree import (
@@ -153,6 +154,27 @@ class EnvReport:
         )
         lines += [f.line() for f in shown]
         return "\n".join(lines)
+
+    def unknown_reason(self, short: Callable[[str], str] = short_title) -> str:
+        """Why no view could answer, per process (``short`` shortens its title), with the variables an
+        earlier sibling suggests are fine named once per process, and processes that share the
+        explanation named together: not one clause per variable and process (a tuned server with
+        blank workers read as one line of thousands of characters)."""
+        by_pid: dict[int, list[Finding]] = {}
+        for f in self.unknowns:
+            by_pid.setdefault(f.pid, []).append(f)
+        who: dict[str, list[str]] = {}
+        for pid, found in sorted(by_pid.items()):
+            text = "; ".join(dict.fromkeys(f.detail.split(_LIKELY, 1)[0] for f in found))
+            likely = sorted(f.variable for f in found if f.variable and _LIKELY in f.detail)
+            sibling = next((m.groups() for f in found if (m := _SIBLING.search(f.detail))), None)
+            if likely and sibling is not None:
+                names = f"all {len(likely)} variables" if len(likely) == len(self.expected) else ", ".join(likely)
+                text += (f"; likely ok for {names}: its sibling {sibling[0]} (pid {sibling[1]}), started earlier by "
+                         f"the same parent (pid {sibling[2]}), carries each as expected, but an inference never "
+                         "passes a process")
+            who.setdefault(text, []).append(f"{short(found[0].title)} (pid {pid})")
+        return "; ".join(f"{', '.join(names)}: {text}" for text, names in who.items())
 
 
 def _processes(
@@ -335,6 +357,12 @@ def _sibling_says(p: ProcInfo, var: str, sibling: ProcInfo | None) -> tuple[str 
                  f"which carries {var}={val!r}, by the same parent (pid {p.ppid})")
 
 
+#: how an unknown finding's detail adds what an earlier sibling suggests (:meth:`EnvReport.unknown_reason` reads it)
+_LIKELY = "; likely ok ("
+_SIBLING = re.compile(r"started after its sibling (.+?) \(pid (\d+)\), which carries .*?, by the same parent "
+                      r"\(pid (\d+)\)")
+
+
 def _tuned(
     p: ProcInfo, title: str, var: str, exp: str,
     answers: list[tuple[str, str | None]], has_nccl: bool, applied: str | None,
@@ -372,7 +400,7 @@ def _tuned(
         return out
     detail = _cannot_answer(p, probe, has_nccl)
     if val is not None:
-        detail += f"; likely ok ({why}), but an inference never passes a process"
+        detail += f"{_LIKELY}{why}), but an inference never passes a process"
     out.append(Finding("unknown", p.pid, title, var, exp, None, "", detail))
     return out
 

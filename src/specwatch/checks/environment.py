@@ -138,8 +138,7 @@ def evaluate(
             message += f"\ncause: {cause}"
         return Verdict.of(NAME, False, message, reason, profile=profile.name, details=report)
     if report.verdict == "unknown":
-        reason = "no view could answer for: " + "; ".join(
-            sorted({f"{_short(f.title)} (pid {f.pid}): {f.detail}" for f in report.unknowns}))
+        reason = "no view could answer for: " + report.unknown_reason(_short)
         return Verdict.of(NAME, None, message, reason, profile=profile.name, details=report)
     return Verdict.of(NAME, True, message, f"{mode} environment as expected in every process",
                       profile=profile.name, details=report)
