@@ -6,6 +6,14 @@ Pure: numbers in, numbers out. The metric names are bench_serving's (``output_th
 definitions too: TTFT per request; ITL per token (a streamed chunk's gap spread over the tokens it
 brought); TPOT per request, (e2e − TTFT) / (output tokens − 1); percentiles with numpy's default
 (linear) interpolation.
+
+A server that streams tokens in bursts (real SGLang behind a busy client: several chunks arrive in
+one read, microseconds apart, then a gap of several decode steps) makes ITL bimodal: one mode near
+zero, one at a few steps. Its median then sits on either mode (0.006 ms against 3-12 ms per token
+on a real SGLang 0.5.23 server) and is no per-token latency. :func:`burst_share` finds such gaps;
+:func:`serving_metrics` leaves out (NaN) each ITL percentile that falls among them, and
+:func:`itl_note` says so. The mean ITL (total decode time over tokens) and TPOT do not depend on how
+the tokens were grouped: :func:`mean_itl` is what the single-stream ``itl_ms`` reports.
 """
 
 from __future__ import annotations
@@ -40,6 +48,43 @@ class RequestTiming:
     itl_s: Sequence[float] = ()
 
 
+#: a gap shorter than this share of the mean gap is a token that came in one burst with the one before
+#: it (one read of several streamed chunks), not a per-token latency
+BURST_FRACTION = 0.1
+#: ITL is bimodal, for the reports, when at least this share of its gaps are burst gaps
+BIMODAL_SHARE = 0.1
+
+
+def mean_itl(itls: Sequence[float]) -> float:
+    """The mean inter-token latency (NaN without gaps): decode time over tokens, however the tokens
+    were grouped into chunks (bench_serving's ``mean_itl_ms``, in the unit given)."""
+    return float(np.mean(itls)) if len(itls) else math.nan
+
+
+def burst_share(itls: Sequence[float]) -> float:
+    """The share of inter-token gaps shorter than :data:`BURST_FRACTION` of the mean gap (0 without gaps)."""
+    if len(itls) == 0:
+        return 0.0
+    x = np.asarray(itls, dtype=float)
+    return float(np.mean(x < BURST_FRACTION * x.mean())) if x.mean() > 0 else 0.0
+
+
+def itl_note(itls: Sequence[float]) -> str | None:
+    """What a bimodal ITL distribution (tokens arriving in bursts) means for its numbers; None when it is not."""
+    share = burst_share(itls)
+    if share < BIMODAL_SHARE:
+        return None
+    x = np.asarray(itls, dtype=float) * 1000.0
+    cut = BURST_FRACTION * float(x.mean())
+    slow = x[x >= cut]
+    rest = f", the rest {slow.min():.3g}-{slow.max():.3g} ms" if slow.size else ""
+    shown = [name for name, q in PERCENTILES if q / 100 <= share]
+    return (f"inter-token latency is bimodal: {share:.0%} of the gaps are under {cut:.3g} ms (tokens that arrived "
+            f"in one burst with the one before){rest}, so a percentile among the burst gaps is no per-token "
+            f"latency{' (' + ', '.join(shown) + ' ITL left out)' if shown else ''}; the mean ITL "
+            f"({x.mean():.3g} ms) and TPOT do not depend on the bursts")
+
+
 def percentiles(values: Sequence[float], scale: float = 1.0) -> dict[str, float]:
     """``{"median": .., "p90": .., "p99": ..}`` of ``values`` times ``scale`` (NaN when empty)."""
     if len(values) == 0:
@@ -50,8 +95,9 @@ def percentiles(values: Sequence[float], scale: float = 1.0) -> dict[str, float]
 
 def serving_metrics(requests: Sequence[RequestTiming], duration_s: float) -> dict[str, float]:
     """bench_serving's throughput and latency metrics of one run of ``requests`` over ``duration_s``
-    (first request sent to last one finished). Latencies in ms; ``accept_length`` is not here (it
-    comes from the server)."""
+    (first request sent to last one finished). Latencies in ms; an ITL percentile that falls among
+    burst gaps is NaN (see the module docstring); ``accept_length`` is not here (it comes from the
+    server)."""
     if duration_s <= 0 or not requests:
         raise ValueError(f"serving metrics need requests and a positive duration, got {len(requests)} "
                          f"request(s) over {duration_s} s")
@@ -66,9 +112,11 @@ def serving_metrics(requests: Sequence[RequestTiming], duration_s: float) -> dic
         "output_throughput": sum(r.output_tokens for r in requests) / duration_s,
         "request_throughput": len(requests) / duration_s,
     }
+    share = burst_share(series["itl"])
     for stem in LATENCIES:
         for name, value in percentiles(series[stem], scale=1000.0).items():
-            out[f"{name}_{stem}_ms"] = value
+            among_bursts = stem == "itl" and share >= BIMODAL_SHARE and dict(PERCENTILES)[name] / 100 <= share
+            out[f"{name}_{stem}_ms"] = math.nan if among_bursts else value
     return out
 
 

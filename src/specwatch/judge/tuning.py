@@ -1,14 +1,30 @@
-"""What a tuned-against-untuned comparison means, in words: shared by the tuned gate and
-``specwatch profile allreduce``.
+"""What a relative gate's comparison means, in words: the tuned-against-untuned and the speculation
+gates (judged on their boots), and ``specwatch profile allreduce`` (judged on its launches).
 
-Pure: judging only (:mod:`specwatch.judge.compare`).
+Pure: judging only (:mod:`specwatch.judge.compare`, :mod:`specwatch.judge.paired`).
+
+A relative gate boots its two servers ``alternate_rounds`` times each, A B A B ...; the runs inside a
+boot share that boot's luck (boot-to-boot differences of 5-13 % on one H200, tens of percent on a
+shared 2-core VM), so a round, one fresh boot of each side, is the independent sample, as in
+``specwatch ab``: the rounds' ratios are judged with :func:`specwatch.judge.paired.paired_rounds`,
+their round-to-round spread pooled with the one recorded for the machine class when there is one.
+One round with no recorded spread cannot tell a change from a lucky boot: it is not judged.
 """
 
 from __future__ import annotations
 
-from specwatch.judge import compare
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-__all__ = ["tuning_effect"]
+from specwatch.judge import compare, paired
+
+__all__ = ["NOT_JUDGED", "UNSURE", "RoundsVerdict", "beats", "round_ratios", "tuning_effect", "tuning_rounds",
+           "unread_difference"]
+
+#: the verdicts of :class:`RoundsVerdict` beyond pass / fail / no_effect
+UNSURE, NOT_JUDGED = "unsure", "not_judged"
 
 
 def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str]:
@@ -28,3 +44,157 @@ def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str
     if gain.verdict is compare.GateVerdict.FAIL:
         return f"tuning makes it worse: {gain.gain * 100:+.1f}% (p={gain.p_fail:.2g})", "fail"
     return f"{gain.verdict.value}: {gain.gain * 100:+.1f}%", gain.verdict.value
+
+
+@dataclass(frozen=True)
+class RoundsVerdict:
+    """A relative gate judged on its rounds (each round one fresh boot of each side).
+
+    ``verdict``: pass, fail, no_effect, unsure (the rounds can neither show nor rule out what the gate
+    asks) or not_judged (one round and no recorded round spread). ``ratio``: side a over side b, the
+    geometric mean of the rounds' ratios; ``low``/``high`` its one-sided 1 - alpha bounds (None when not
+    judged); ``p``: the one-sided p of the direction that decided (None when not judged).
+    """
+
+    verdict: str
+    ratio: float
+    low: float | None
+    high: float | None
+    p: float | None
+    rounds: int
+    sentence: str  # what it means, with the numbers
+    design: str  # the rounds and where the boot-to-boot term came from
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict != NOT_JUDGED
+
+    @property
+    def message(self) -> str:
+        return f"{self.sentence}\n{self.design}"
+
+
+def round_ratios(a_rounds: Sequence[Sequence[float]], b_rounds: Sequence[Sequence[float]]) -> list[float]:
+    """Per round, the median of side a's runs over the median of side b's (rounds paired in order;
+    a round that is missing on either side, or not positive, is left out)."""
+    out = []
+    for a, b in zip(a_rounds, b_rounds, strict=False):
+        if a and b:
+            ma, mb = statistics.median(a), statistics.median(b)
+            if ma > 0 and mb > 0 and math.isfinite(ma / mb):
+                out.append(ma / mb)
+    return out
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _summary(ratios: Sequence[float], alpha: float, prior: paired.RoundPrior | None, source: str,
+             names: tuple[str, str], scale: float = 1.0) -> tuple[paired.PairedRounds | None, str]:
+    """(paired rounds of ``ratios / scale`` at one-sided 1 - alpha bounds, the design sentence); (None,
+    why) when one round has no prior."""
+    per_round = ", ".join(f"{r:.3f}" for r in ratios)
+    head = f"{names[0]}/{names[1]} per round ({len(ratios)} round(s), each a fresh boot of both): {per_round}"
+    if not ratios:
+        return None, f"{names[0]}/{names[1]}: no round measured both sides"
+    if len(ratios) < 2 and prior is None:
+        return None, (f"{head}; one round and no round spread recorded for this machine class: the runs of one "
+                      "boot share its luck, so they cannot tell a change from boot-to-boot drift")
+    summary = paired.paired_rounds([r / scale for r in ratios], confidence=1 - 2 * alpha, prior=prior)
+    if prior is None:
+        spread = f"round-to-round spread {summary.spread:.1%} of these rounds alone ({summary.df} df)"
+    else:
+        spread = (f"round-to-round spread {summary.spread:.1%} pooled with {prior.spread:.1%} over {prior.df} df of "
+                  f"{source}: {summary.pooled_spread:.1%} over {summary.df} df")
+    return summary, f"{head}; {spread}"
+
+
+def _not_judged(ratios: Sequence[float], design: str, what: str) -> RoundsVerdict:
+    ratio = ratios[0] if ratios else math.nan
+    shown = f" ({_pct(ratio)} in its one round)" if ratios else ""
+    return RoundsVerdict(NOT_JUDGED, ratio, None, None, None, len(ratios),
+                         f"not judged{shown}: {what} needs the boot-to-boot term; set [gates] alternate_rounds = 3 "
+                         "or more (each round boots both servers afresh), or record the machine class's round "
+                         "spread (specwatch ab --record-rounds)", design)
+
+
+def _one_sided(summary: paired.PairedRounds) -> tuple[float, float]:
+    """(p that a is below b, p that a is above b), one-sided, from the two-sided p of the log mean."""
+    half = summary.p / 2
+    return (half, 1 - half) if summary.ratio < 1 else (1 - half, half)
+
+
+def beats(ratios: Sequence[float], *, margin: float, alpha: float, prior: paired.RoundPrior | None = None,
+          source: str = "", names: tuple[str, str] = ("a", "b")) -> RoundsVerdict:
+    """Judge "a ≥ b × (1 + margin)" on per-round ratios a/b: pass when the one-sided 1 - alpha lower bound
+    clears 1 + margin, fail when the upper bound stays below it, else unsure."""
+    target = 1.0 + margin
+    summary, design = _summary(ratios, alpha, prior, source, names, scale=target)
+    want = f"{names[0]} ≥ {names[1]}×{target:g}"
+    if summary is None:
+        return _not_judged(ratios, design, want)
+    ratio, low, high = summary.ratio * target, summary.low * target, summary.high * target
+    below, above = _one_sided(summary)
+    nums = f"{names[0]}/{names[1]} {ratio:.3f} [{low:.3f}, {high:.3f}] over {summary.rounds} round(s)"
+    if summary.low > 1:
+        return RoundsVerdict("pass", ratio, low, high, above, summary.rounds,
+                             f"pass: {want} (one-sided p={above:.2g}); {nums}", design)
+    if summary.high < 1:
+        return RoundsVerdict("fail", ratio, low, high, below, summary.rounds,
+                             f"fail: not {want} (one-sided p={below:.2g} that it falls short); {nums}", design)
+    return RoundsVerdict(UNSURE, ratio, low, high, above, summary.rounds,
+                         f"unsure: {nums} can neither show nor rule out {want}; more rounds would decide "
+                         "([gates] alternate_rounds)", design)
+
+
+def tuning_rounds(ratios: Sequence[float], *, tolerance: float, min_effect: float, alpha: float,
+                  prior: paired.RoundPrior | None = None, source: str = "",
+                  names: tuple[str, str] = ("tuned", "untuned")) -> RoundsVerdict:
+    """Judge per-round ratios tuned/untuned the way ``specwatch ab`` judges head/base: worse is a
+    significant slowdown (one-sided p < alpha) whose estimate is beyond ``tolerance``; a win is a
+    significant gain of at least ``min_effect``; no effect when the bound rules out harm beyond the
+    tolerance (or the gain is significant but smaller than ``min_effect``); else unsure."""
+    summary, design = _summary(ratios, alpha, prior, source, names)
+    if summary is None:
+        return _not_judged(ratios, design, "telling the tuning's effect from a lucky boot")
+    worse, better = _one_sided(summary)
+    r, lo, hi = summary.ratio, summary.low, summary.high
+    nums = f"{names[0]}/{names[1]} {r:.3f} [{lo:.3f}, {hi:.3f}] over {summary.rounds} round(s)"
+    size = f"{min_effect * 100:g}%"
+
+    def verdict(kind: str, p: float, text: str) -> RoundsVerdict:
+        return RoundsVerdict(kind, r, lo, hi, p, summary.rounds, f"{text}; {nums}", design)
+
+    if worse < alpha and r < 1 - tolerance:
+        return verdict("fail", worse, f"tuning makes it worse: {_pct(r)}, beyond the {tolerance:.0%} tolerance "
+                                      f"(one-sided p={worse:.2g})")
+    if better < alpha and r >= 1 + min_effect:
+        return verdict("pass", better, f"tuning helps: {_pct(r)} (one-sided p={better:.2g}), at least {size}")
+    if better < alpha:
+        return verdict("no_effect", better, f"no meaningful effect: {_pct(r)} is significant (one-sided "
+                                            f"p={better:.2g}) but smaller than the {size} this profile counts")
+    if lo > 1 - tolerance:
+        return verdict("no_effect", worse, f"no measurable effect: {_pct(r)}; the bound rules out harm beyond "
+                                           f"the {tolerance:.0%} tolerance")
+    return verdict(UNSURE, worse, f"unsure: {_pct(r)} can neither be shown nor ruled out as harm beyond the "
+                                  f"{tolerance:.0%} tolerance; more rounds would decide ([gates] alternate_rounds)")
+
+
+#: what only NCCL reads: a server of one rank runs no collective, so NCCL is never initialised for one
+NCCL_PREFIX = "NCCL_"
+
+
+def unread_difference(a: Mapping[str, str], b: Mapping[str, str], ranks: int) -> str | None:
+    """Why two servers' environments cannot make them differ in speed, or None when they may.
+
+    ``a``/``b``: what differs between the two servers' launches (their environment variables; the
+    caller makes sure nothing else differs). ``ranks``: processes in one server's parallel group
+    (tp × dp × pp). Every differing variable is NCCL's and the server runs one rank: it never
+    initialises NCCL, so the difference is one of settings it never reads.
+    """
+    differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    if not differ or ranks > 1 or not all(k.startswith(NCCL_PREFIX) for k in differ):
+        return None
+    return (f"the two servers differ only in {', '.join(differ)}, which only NCCL reads, and they run on one rank "
+            "(TP=1): NCCL is never initialised, so the server never reads them")

@@ -1,9 +1,11 @@
 """Run a workload against a server and collect samples plus the server's own counters.
 
-Per run: output tok/s, TTFT, inter-token latency and end-to-end latency, measured at the client,
-and ``sglang.bench_serving``'s metrics of the run (:data:`specwatch.judge.levels.LEVEL_METRICS`:
-throughputs, median/p90/p99 of TTFT, ITL, TPOT and e2e latency, accept length from the requests'
-``meta_info`` when the server reports it), which a sweep level's results carry.
+Per run: output tok/s, TTFT, inter-token latency (``itl_ms``: the mean, which tokens streamed in
+bursts leave unchanged; their median is no per-token latency, see :mod:`specwatch.judge.levels`) and
+end-to-end latency, measured at the client, and ``sglang.bench_serving``'s metrics of the run
+(:data:`specwatch.judge.levels.LEVEL_METRICS`: throughputs, median/p90/p99 of TTFT, ITL, TPOT and e2e
+latency, accept length from the requests' ``meta_info`` when the server reports it), which a sweep
+level's results carry.
 A run sends its requests with at most ``concurrency`` in flight, at the workload's arrival times,
 through the API of the server's profile (:func:`specwatch.load.openai_client.client_for`).
 Around the measured runs: deltas of ``/metrics`` counters, ``/server_info`` snapshots, and the
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specwatch.judge import speculative
-from specwatch.judge.levels import LEVEL_METRICS, RequestTiming, serving_metrics
+from specwatch.judge.levels import LEVEL_METRICS, RequestTiming, itl_note, mean_itl, serving_metrics
 from specwatch.load import gpuclock
 from specwatch.load.client import Client, Generation
 from specwatch.load.openai_client import client_for
@@ -38,7 +40,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "output_tok_s": ("tok/s", True),
     "decode_tok_s": ("tok/s", True),
     "ttft_ms": ("ms", False),
-    "itl_ms": ("ms", False),
+    "itl_ms": ("ms", False),  # the mean inter-token latency (bench_serving's mean_itl_ms), not the median
     "e2e_s": ("s", False),
 }
 
@@ -50,13 +52,14 @@ class RunSample:
     output_tok_s: float  # all completion tokens over the run's wall time (TTFT included)
     decode_tok_s: float  # tokens after the first over the time after the first (what speculation changes)
     ttft_ms: float
-    itl_ms: float
+    itl_ms: float  # the mean per-token gap (a bursty stream's median sits on its near-zero mode)
     e2e_s: float
     completion_tokens: int
     client_overhead: float  # fraction of the run's time the client spent parsing
     generations: list[Generation] = field(default_factory=list, repr=False)
     #: bench_serving's metrics of this run (LEVEL_METRICS; accept_length only from a speculative server)
     serving: dict[str, float] = field(default_factory=dict)
+    itl_note: str = ""  # what a bimodal ITL distribution (tokens in bursts) means (judge.levels.itl_note)
 
 
 @dataclass
@@ -74,12 +77,22 @@ class Measurement:
     wall_s: float
     shared_host: bool = False
     gpu_state: dict[str, dict[str, float]] = field(default_factory=dict)  # gpuclock medians during the runs
+    #: runs per boot, in order, for measurements pooled over alternating boots (:func:`merge`); (): one boot
+    boots: tuple[int, ...] = ()
 
     def samples(self, metric: str) -> list[float]:
         """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``)."""
         if metric in LEVEL_METRICS and metric not in METRICS:
             return [float(r.serving.get(metric, math.nan)) for r in self.runs]
         return [float(getattr(r, metric)) for r in self.runs]
+
+    def by_boot(self, metric: str) -> list[list[float]]:
+        """:meth:`samples` split by the boot each run was measured on (one list for one boot)."""
+        xs, out = self.samples(metric), []
+        for n in self.boots or (len(xs),):
+            out.append(xs[:n])
+            xs = xs[n:]
+        return out
 
     @property
     def generations(self) -> list[Generation]:
@@ -131,12 +144,13 @@ async def _one_run(client: Client, requests: list[Request], wl: Workload) -> Run
         output_tok_s=tokens / wall if wall > 0 else 0.0,
         decode_tok_s=sum(g.decode_tok_s for g in gens),  # concurrent requests decode side by side
         ttft_ms=1000 * statistics.median(g.ttft_s for g in gens),
-        itl_ms=1000 * statistics.median(itls) if itls else 0.0,
+        itl_ms=1000 * mean_itl(itls) if itls else 0.0,
         e2e_s=max(g.e2e_s for g in gens),
         completion_tokens=tokens,
         client_overhead=max(g.client_s / g.e2e_s for g in gens if g.e2e_s > 0),
         generations=list(gens),
         serving=serving,
+        itl_note=itl_note(itls) or "",
     )
 
 
@@ -247,6 +261,10 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
                         side.note(note, now - started)
                     last_note = now
         wall = time.perf_counter() - started
+        for side in sides:  # said once per measurement: which runs streamed in bursts, and what it means
+            bursty = [r.itl_note for r in side.runs if r.itl_note]
+            if bursty:
+                note(f"{side.server.profile.name} {wl.name}: {len(bursty)} of {len(side.runs)} run(s): {bursty[0]}")
         await asyncio.sleep(0.05)  # let the servers flush their log lines for the last batch
         return [await side.finish(wall, clocks.result) for side in sides]
 
@@ -266,7 +284,8 @@ def merge(first: Measurement, later: Measurement) -> Measurement:
     """Pool the runs of two measurements of the same server and workload (alternating boots).
 
     Counters, server info and log records stay those of ``first``; the checks read those, the
-    gates read the pooled runs.
+    gates read the pooled runs, and ``boots`` keeps which runs came from which boot (the relative
+    gates judge per boot).
     """
     from dataclasses import replace
 
@@ -274,4 +293,5 @@ def merge(first: Measurement, later: Measurement) -> Measurement:
         raise ValueError(f"cannot merge {first.profile}/{first.workload.name} "
                          f"with {later.profile}/{later.workload.name}")
     return replace(first, runs=first.runs + later.runs, wall_s=first.wall_s + later.wall_s,
-                   workload=replace(first.workload, runs=len(first.runs) + len(later.runs)))
+                   workload=replace(first.workload, runs=len(first.runs) + len(later.runs)),
+                   boots=(*(first.boots or (len(first.runs),)), *(later.boots or (len(later.runs),))))

@@ -159,12 +159,18 @@ class ServerProfile:
         return "spec" if self.speculative else "baseline"
 
     @property
+    def ranks(self) -> int:
+        """Processes in the server's parallel group: tp × dp × pp, with dp and pp from ``extra_args``
+        (1: no collective, so NCCL is never initialised)."""
+        return self.tp * parallel_size(self.extra_args, "--dp-size") * parallel_size(self.extra_args, "--pp-size")
+
+    @property
     def gpus_needed(self) -> int:
         """GPUs the server occupies (0 on CPU, and for an ``openai`` server, which specwatch does not
-        boot): tp × dp × pp, with dp and pp from ``extra_args``."""
+        boot): :attr:`ranks`."""
         if self.device == "cpu" or not self.speaks_sglang:
             return 0
-        return self.tp * parallel_size(self.extra_args, "--dp-size") * parallel_size(self.extra_args, "--pp-size")
+        return self.ranks
 
     def arg_pieces(self, host: str, port: int) -> list[tuple[list[str], str]]:
         """The shared command-line flags in order, each with why it is there: ``""`` when the profile

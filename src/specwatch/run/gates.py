@@ -14,18 +14,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from specwatch.judge import compare, speculative, stats, yardstick
+from specwatch.judge import compare, speculative, stats, tuning, yardstick
 from specwatch.judge.diagnose import SpecDiagnosis, median_gap_ms
-from specwatch.judge.tuning import tuning_effect
+from specwatch.judge.tuning import RoundsVerdict, tuning_effect
 from specwatch.judge.verdict import Status, Verdict
 from specwatch.report.table import ReportRow
 
 if TYPE_CHECKING:
+    from specwatch.judge.paired import RoundPrior
     from specwatch.load.measure import Measurement
+    from specwatch.profiles.profile import ServerProfile
     from specwatch.run.session import Session
 
 __all__ = ["DECODE_METRIC", "LEVEL_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor", "recorded",
-           "speculation_beats_baseline", "speculation_by_level", "tuned_vs_untuned", "tuning_effect"]
+           "speculation_beats_baseline", "speculation_by_level", "tuned_vs_untuned", "tuning_effect",
+           "unread_difference"]
 
 METRIC = "output_tok_s"
 #: Speculation changes the decode phase only; its gates compare decode throughput (TTFT excluded).
@@ -147,55 +150,95 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     return Verdict.of(DRIFT, not cmp.is_regression, msg, profile=prof.name, rows=[row])
 
 
+def _round_prior(session: Session) -> tuple[RoundPrior | None, str]:
+    """The round spread that earlier A/B runs recorded for this machine class (decode tok/s), and where
+    it comes from: the boot-to-boot term a relative gate pools with its own rounds (None: none recorded)."""
+    from specwatch.store.roundspread import RoundSpread
+
+    spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
+    prior = spread.prior(DECODE_METRIC)
+    return prior, spread.describe(DECODE_METRIC) if prior is not None else ""
+
+
+def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str) -> ReportRow:
+    """The table row of a relative gate: side a's runs, side b's median, the rounds' ratio and verdict."""
+    return ReportRow(key=key, n=len(a), median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0],
+                     ci_high=_ci(a)[1], baseline_median=statistics.median(b), change=judged.ratio - 1, p=judged.p,
+                     verdict=verdict, samples=tuple(a), message=judged.sentence,
+                     extra={"rounds": judged.rounds, "round_design": judged.design})
+
+
 @recorded
 def speculation_beats_baseline(session: Session, workload: str = "single-stream") -> Verdict:
-    """Speculative ≥ baseline × (1 + margin), measured in this session; fails with the diagnosis."""
+    """Speculative ≥ baseline × (1 + margin), judged on the rounds (each a fresh boot of both, as
+    ``specwatch ab`` judges; :func:`specwatch.judge.tuning.beats`); fails with the diagnosis.
+
+    Rounds that can neither show nor rule out the margin (or one round without a recorded round
+    spread) skip, saying how many rounds would decide: the runs of one boot share its luck, so they
+    show neither a speedup nor its absence.
+    """
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
     if not spec_p or not base_p:
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "the profile set has no spec and baseline servers to compare")
     base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
-    margin = session.profiles.gates.spec_margin
-    a, b = spec.samples(DECODE_METRIC), base.samples(DECODE_METRIC)
-    gate = compare.relative_gate(a, b, margin=margin, alpha=session.config.alpha, names=(spec_p.name, base_p.name))
-    row = ReportRow(key=f"{spec_p.name} vs {base_p.name} ({workload}, decode tok/s)", n=gate.n_a,
-                    median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0], ci_high=_ci(a)[1],
-                    baseline_median=statistics.median(b),
-                    change=gate.ratio - 1, p=gate.p_pass, verdict=gate.verdict.value, samples=tuple(a),
-                    message=gate.message)
-    lines = [gate.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
-    # an inconclusive gate fails too: a speedup that cannot be shown is not a speedup; the message says how many runs
-    passed = gate.passed and gate.verdict is not compare.GateVerdict.INCONCLUSIVE
-    return Verdict.of(SPEC_VS_BASELINE, passed, "\n".join(lines), rows=[row])
+    prior, source = _round_prior(session)
+    judged = tuning.beats(tuning.round_ratios(spec.by_boot(DECODE_METRIC), base.by_boot(DECODE_METRIC)),
+                          margin=session.profiles.gates.spec_margin, alpha=session.config.alpha, prior=prior,
+                          source=source, names=(spec_p.name, base_p.name))
+    row = _paired_row(f"{spec_p.name} vs {base_p.name} ({workload}, decode tok/s)", spec.samples(DECODE_METRIC),
+                      base.samples(DECODE_METRIC), judged, judged.verdict)
+    lines = [judged.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
+    if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
+        return Verdict(SPEC_VS_BASELINE, Status.SKIP, "\n".join(lines), rows=[row])
+    return Verdict.of(SPEC_VS_BASELINE, judged.verdict == "pass", "\n".join(lines), rows=[row])
+
+
+def unread_difference(tuned: ServerProfile, untuned: ServerProfile) -> str | None:
+    """Why the tuned and untuned servers cannot differ in speed (:func:`specwatch.judge.tuning.unread_difference`:
+    only NCCL variables differ, at one rank), or None when they may: something else differs too."""
+    def launch(p: ServerProfile) -> ServerProfile:
+        return replace(p, name="", env="", env_vars={}, extra_env={}, env_apply="launch", floor_tok_s=None,
+                       tolerance=None)
+
+    if launch(tuned) != launch(untuned):
+        return None
+    return tuning.unread_difference({**tuned.env_vars, **tuned.extra_env}, {**untuned.env_vars, **untuned.extra_env},
+                                    max(tuned.ranks, untuned.ranks))
 
 
 @recorded
 def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdict:
-    """Tuned ≥ untuned × (1 − tolerance); "no measurable effect" is reported, never called a win.
+    """Tuned ≥ untuned × (1 − tolerance), judged on the rounds as ``specwatch ab`` judges head against
+    base (:func:`specwatch.judge.tuning.tuning_rounds`); "no measurable effect" is reported, never
+    called a win. With ``gates.expect_tuning_effect`` the tuning must show a significant gain.
 
-    With ``gates.expect_tuning_effect`` the tuning must show a significant gain.
+    It skips, saying why, when the rounds cannot decide, and when the two servers differ only in
+    settings the server never reads (NCCL variables at TP=1): the measured difference is then
+    boot-to-boot luck, reported but never a failure.
     """
     t_p, u_p = session.profiles.for_role("tuned"), session.profiles.for_role("untuned")
     if not t_p or not u_p:
         return Verdict(TUNED_VS_UNTUNED, Status.SKIP, "the profile set has no tuned and untuned servers to compare")
     untuned, tuned = session.measure_pair(u_p.name, t_p.name, workload)
     gates = session.profiles.gates
+    prior, source = _round_prior(session)
     # decode tok/s: the all-reduces that tuning changes run in every decode step; TTFT only adds noise.
-    t_x, u_x = tuned.samples(DECODE_METRIC), untuned.samples(DECODE_METRIC)
-    worse = compare.compare(t_x, u_x, tolerance=gates.tuned_tolerance, alpha=session.config.alpha)
-    gain = compare.relative_gate(t_x, u_x, alpha=session.config.alpha, names=(t_p.name, u_p.name),
-                                 effect=gates.tuning_min_effect)
-    row = ReportRow(key=f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", n=gain.n_a,
-                    median=statistics.median(t_x), unit="tok/s", ci_low=_ci(t_x)[0], ci_high=_ci(t_x)[1],
-                    baseline_median=statistics.median(u_x),
-                    change=gain.ratio - 1, p=gain.p_differ, verdict=gain.verdict.value, samples=tuple(t_x),
-                    message=gain.message)
-    effect, table_verdict = tuning_effect(gain, gates.tuning_min_effect)
-    row = replace(row, verdict=table_verdict)
-    lines = [effect, gain.message, f"tuned against untuned as a regression check: {worse.message}",
-             *_findings_text(session, t_p.name, u_p.name)]
-    if worse.is_regression:
+    judged = tuning.tuning_rounds(tuning.round_ratios(tuned.by_boot(DECODE_METRIC), untuned.by_boot(DECODE_METRIC)),
+                                  tolerance=gates.tuned_tolerance, min_effect=gates.tuning_min_effect,
+                                  alpha=session.config.alpha, prior=prior, source=source, names=(t_p.name, u_p.name))
+    unread = unread_difference(t_p, u_p)
+    row = _paired_row(f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", tuned.samples(DECODE_METRIC),
+                      untuned.samples(DECODE_METRIC), judged, "unread" if unread else judged.verdict)
+    lines = [judged.message, *_findings_text(session, t_p.name, u_p.name)]
+    if unread:
+        expects = "; gates.expect_tuning_effect cannot hold here" if gates.expect_tuning_effect else ""
+        return Verdict(TUNED_VS_UNTUNED, Status.SKIP, f"nothing to gate: {unread}{expects}; what was measured is "
+                       "boot-to-boot luck:\n" + "\n".join(lines), rows=[row])
+    if judged.verdict == "fail":
         return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "tuning made things worse:\n" + "\n".join(lines), rows=[row])
-    if gates.expect_tuning_effect and table_verdict != "pass":
+    if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
+        return Verdict(TUNED_VS_UNTUNED, Status.SKIP, "\n".join(lines), rows=[row])
+    if gates.expect_tuning_effect and judged.verdict != "pass":
         return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "this machine's profile expects the tuning to help, but:\n"
                        + "\n".join(lines), rows=[row])
     return Verdict(TUNED_VS_UNTUNED, Status.PASS, "\n".join(lines), rows=[row])
