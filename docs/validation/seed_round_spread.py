@@ -1,23 +1,96 @@
-"""Seed baselines/h200x1/round-spread.json from the `specwatch ab` runs of validation section 10.
+"""Seed baselines/{h200x1,h200x2-nvlink}/round-spread.json from the recorded data under docs/validation/data.
 
-Each round's head/base ratio is recomputed from the medians the ab log printed (4 significant
-digits). Run from the repository root: python docs/validation/seed_round_spread.py
+Every run written names its result key, its source file and how its ratios were made:
+
+* ``specwatch ab`` logs (``session6/call*-ab-*.txt``, ``session7/s7a-ab-*.txt`` on h200x1,
+  ``session7/s7c-ab-tp2-*.txt`` on h200x2-nvlink): each round's head/base ratio, recomputed from the
+  medians the log printed (4 significant digits). Only ``decode_tok_s`` was printed, so these give
+  that metric alone.
+* Boots of the healthy server recorded one after another on one GPU (``session3/drift-large-*.json``,
+  ``session4/drift-large-*-c.json``: ref-large, ``large-eagle3-tuned``; ``drift-seq-gpu0.json``:
+  ref-small, ``eagle3-tuned``, alone on its GPU): consecutive boots paired as the rounds of an A/A,
+  the pair's order alternating as ab alternates its sides (boot 2k+1 / boot 2k, then 2k+2 / 2k+3),
+  on the median of the level-0 (no fault) runs, for ``decode_tok_s`` and ``output_tok_s``.
+* Recording sessions of one h200x2-nvlink lease (``session5/baseline-x2-7-sessions-*.json``, the six
+  sessions of 23:28-23:35; the seventh is another lease): paired the same way, both metrics.
+
+A run's spread is taken around its own mean, so a slowdown in an A/B run does not inflate it. Run
+from the repository root: ``python docs/validation/seed_round_spread.py`` (it rewrites both files).
 """
 
+from __future__ import annotations
+
+import json
 import re
+import statistics
 from pathlib import Path
 
-from specwatch.store.roundspread import RoundSpread
+from specwatch.store.roundspread import RoundRun, RoundSpread
 
-LINE = re.compile(r"^\[ab\] round (\d+) (base|head): \S+/decode_tok_s ([\d.]+) tok/s")
-spread = RoundSpread.for_class("baselines", "h200x1")
-for log in sorted(Path("docs/validation/data/session6").glob("call*-ab-*.txt")):
+DATA = Path("docs/validation/data")
+LINE = re.compile(r"^\[ab\] round (\d+) (base|head): (\S+/decode_tok_s) ([\d.]+) tok/s")
+
+
+def ab_log(path: Path) -> tuple[str, list[float]]:
+    """(key, per-round head/base ratios) of one ab log."""
     medians: dict[tuple[int, str], float] = {}
-    for line in log.read_text().splitlines():
+    key = ""
+    for line in path.read_text().splitlines():
         if m := LINE.match(line):
-            medians[(int(m[1]), m[2])] = float(m[3])
+            medians[(int(m[1]), m[2])] = float(m[4])
+            key = m[3]
     rounds = sorted({r for r, _ in medians})
-    ratios = [medians[(r, "head")] / medians[(r, "base")] for r in rounds if (r, "head") in medians]
-    spread.add("decode_tok_s", ratios, f"validation section 10 (2026-11-30), {log.name}")
-    print(log.name, " ".join(f"{(x - 1) * 100:+.2f}%" for x in ratios))
-print(spread.save(), spread.prior("decode_tok_s"))
+    return key, [medians[(r, "head")] / medians[(r, "base")] for r in rounds if (r, "head") in medians]
+
+
+def alternate_pairs(values: list[float]) -> list[float]:
+    """Consecutive values paired as A/A rounds whose order alternates (B/A, then A/B, ...)."""
+    out = []
+    for k in range(len(values) // 2):
+        a, b = values[2 * k], values[2 * k + 1]
+        out.append(b / a if k % 2 == 0 else a / b)
+    return out
+
+
+def boots(path: Path, metric: str) -> list[float]:
+    """The level-0 medians of ``metric`` of a drift experiment's boots, in boot order."""
+    data = json.loads(path.read_text())
+    return [statistics.median(b["levels"]["0"][metric]) for b in data["boots"] if "0" in b["levels"]]
+
+
+def main() -> None:
+    h1: list[RoundRun] = []
+    for log in [*sorted((DATA / "session6").glob("call*-ab-*.txt")), *sorted((DATA / "session7").glob("s7a-ab-*.txt"))]:
+        key, ratios = ab_log(log)
+        h1.append(RoundRun("decode_tok_s", tuple(ratios), "2026-11-30", f"ab log {log}", key))
+    drift = [(p, "large-eagle3-tuned") for p in sorted((DATA / "session3").glob("drift-large-gpu?*.json"))]
+    drift += [(p, "large-eagle3-tuned") for p in sorted((DATA / "session4").glob("drift-large-gpu?-c.json"))]
+    drift += [(DATA / "drift-seq-gpu0.json", "eagle3-tuned")]
+    for path, profile in drift:
+        for metric in ("decode_tok_s", "output_tok_s"):
+            ratios = alternate_pairs(boots(path, metric))
+            h1.append(RoundRun(metric, tuple(ratios), "2026-11-29",
+                               f"consecutive healthy boots on one GPU, paired as A/A rounds: {path}",
+                               f"{profile}/single-stream/{metric}"))
+    x2: list[RoundRun] = []
+    for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
+        key, ratios = ab_log(log)
+        x2.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-01", f"ab log {log}", key))
+    for profile in ("baseline-tuned", "eagle3-tuned"):
+        path = DATA / "session5" / f"baseline-x2-7-sessions-{profile}.json"
+        metrics = json.loads(path.read_text())["metrics"]
+        for metric in ("decode_tok_s", "output_tok_s"):
+            medians = [statistics.median(s["samples"]) for s in metrics[f"single-stream/{metric}"]["sessions"][:6]]
+            x2.append(RoundRun(metric, tuple(alternate_pairs(medians)), "2026-11-29",
+                               f"consecutive recording sessions of one lease, paired as A/A rounds: {path} "
+                               f"(sessions 1-6)", f"{profile}/single-stream/{metric}"))
+    for machine_class, runs in (("h200x1", h1), ("h200x2-nvlink", x2)):
+        spread = RoundSpread(Path("baselines") / machine_class / "round-spread.json", machine_class, runs)
+        print(spread.save())
+        for key in sorted({r.key for r in runs}):
+            prior, source = spread.prior_for(key)
+            print(f"  {key}: {prior.spread:.2%} over {prior.df} df ({source.split(' (')[0]})" if prior else key)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,48 +11,67 @@ from hypothesis import strategies as st
 
 from specwatch.judge import paired
 from specwatch.revisions import rounds
+from specwatch.revisions.plan import KeyPlan
 
 
 def _rounds(values: list[float], key: str = "p/w/decode_tok_s") -> list[dict]:
     return [{key: ([v, v * 1.001, v * 0.999], "tok/s", True)} for v in values]
 
 
+def _judge(base: list[dict], head: list[dict], tolerance: float | None = None, *,
+           prior: paired.RoundPrior | None = None, source: str = "x", metrics: tuple[str, ...] = ("decode_tok_s",),
+           first: int = 2, last: int = 4) -> list[rounds.KeyVerdict]:
+    """rounds.judge at these settings; ``prior``: every key's recorded round spread (None: the default)."""
+    settings = rounds.RoundSettings(first, last, tolerance, metrics)
+    keys = set(base[0]) if base else set()
+    plans = {k: KeyPlan(prior, source, tolerance or 0.05, None, None, True) for k in keys} if prior else None
+    return rounds.judge(base, head, settings, plans)
+
+
 def test_a_consistent_slowdown_is_a_regression() -> None:
     base = _rounds([200, 210, 205, 198])
     head = _rounds([150, 160, 152, 149])
-    (k,) = rounds.judge(base, head, tolerance=0.1, alpha=0.01)
+    (k,) = _judge(base, head, 0.1)
     assert k.verdict == rounds.REGRESSION
     assert k.rounds.ratio == pytest.approx(0.75, abs=0.02)
     assert "worse than the 10.0% tolerance" in k.message
+    assert "of the default" in k.message  # no round history: the documented default spread
 
 
-def test_the_same_revision_is_no_regression() -> None:
+def test_the_same_revision_is_no_regression_at_a_recorded_spread() -> None:
     base = _rounds([200, 202, 199, 201])
     head = _rounds([201, 200, 200, 202])
-    (k,) = rounds.judge(base, head, tolerance=0.02, alpha=0.01)
+    (k,) = _judge(base, head, 0.02, prior=paired.RoundPrior(0.005, 14))
     assert k.verdict == rounds.NO_REGRESSION
+    assert k.decided_at == 2, k.message  # settled at the first look: no more rounds needed
+    (k,) = _judge(base, head, 0.02)  # the default spread (15 %) cannot rule out 2 %
+    assert k.verdict == rounds.UNSURE
 
 
 def test_rounds_that_disagree_beyond_the_tolerance_are_unsure_not_bad() -> None:
     base = _rounds([200, 200, 200, 200])
     head = _rounds([150, 250, 170, 230])
-    (k,) = rounds.judge(base, head, tolerance=0.05, alpha=0.01)
-    assert k.verdict == rounds.UNSURE
+    (k,) = _judge(base, head, 0.05)
+    assert k.verdict == rounds.UNSURE and k.decided_at is None
+    assert "still open at the last look (round 4)" in k.message
     assert rounds.Rounds([k], 4).verdict == rounds.UNSURE
 
 
 def test_lower_is_better_metrics_are_oriented() -> None:
     key = "p/w/e2e_s"
     base = [{key: ([1.0], "s", False)} for _ in range(4)]
-    head = [{key: ([1.3 + 0.01 * i], "s", False)} for i in range(4)]
-    (k,) = rounds.judge(base, head, metrics=("e2e_s",), tolerance=0.1)
+    head = [{key: ([1.5 + 0.01 * i], "s", False)} for i in range(4)]
+    (k,) = _judge(base, head, 0.1, metrics=("e2e_s",))
     assert k.verdict == rounds.REGRESSION
+    assert k.rounds.ratio > 1 and k.rounds.low < k.rounds.ratio < k.rounds.high  # head/base, as measured
+    (fast,) = _judge(base, [{key: ([0.6], "s", False)} for _ in range(4)], 0.1, metrics=("e2e_s",))
+    assert fast.verdict == rounds.NO_REGRESSION  # faster is never a regression
 
 
 def test_only_keys_in_every_round_of_both_sides_are_judged() -> None:
     base = _rounds([1, 1, 1])
     head = [*_rounds([1, 1]), {}]
-    assert rounds.judge(base, head) == []
+    assert _judge(base, head) == []
     assert rounds.Rounds([], 3).verdict == rounds.UNSURE  # nothing judged is never a pass
 
 
@@ -125,11 +144,9 @@ def test_round_prior_pools_each_runs_spread_around_its_own_mean() -> None:
 def test_a_prior_turns_two_rounds_of_a_2_percent_slowdown_into_a_regression() -> None:
     base = _rounds([200, 203])
     head = _rounds([196.5, 198.2])  # -1.8 %, -2.4 %
-    (alone,) = rounds.judge(base, head, tolerance=0.005, alpha=0.01)
-    assert alone.verdict == rounds.UNSURE  # 1 degree of freedom: t(0.99) = 31.8
-    prior = paired.RoundPrior(0.005, 14)
-    (pooled,) = rounds.judge(base, head, tolerance=0.005, alpha=0.01,
-                             priors={"decode_tok_s": (prior, "14 df of earlier runs")})
+    (alone,) = _judge(base, head, 0.005, last=2)
+    assert alone.verdict == rounds.UNSURE  # the default spread: 15 %
+    (pooled,) = _judge(base, head, 0.005, prior=paired.RoundPrior(0.005, 14), source="14 df of earlier runs", last=2)
     assert pooled.verdict == rounds.REGRESSION
     assert pooled.rounds.df == 15 and pooled.rounds.pooled_spread is not None
     assert "pooled with 0.5% over 14 df of 14 df of earlier runs" in pooled.message
@@ -139,19 +156,20 @@ def test_a_prior_cannot_hide_a_run_whose_own_rounds_disagree() -> None:
     # the run's own spread is pooled in: rounds far apart widen the interval even with a tight prior
     base = _rounds([200, 200, 200, 200])
     head = _rounds([180, 220, 175, 226])
-    (k,) = rounds.judge(base, head, tolerance=0.01, priors={"decode_tok_s": (paired.RoundPrior(0.002, 6), "x")})
+    (k,) = _judge(base, head, 0.01, prior=paired.RoundPrior(0.002, 6))
     assert k.verdict == rounds.UNSURE
     assert k.rounds.pooled_spread > 0.05
 
 
 def test_rounds_noisier_than_the_record_are_said_to_be() -> None:
     """The pooled spread outweighs 2-4 rounds; when they wander far more than the record, the
-    verdict says so (a note: the decision itself is unchanged)."""
-    prior = {"decode_tok_s": (paired.RoundPrior(0.004, 20), "x")}
-    (calm,) = rounds.judge(_rounds([200, 200, 200]), _rounds([190, 191, 190]), tolerance=0.01, priors=prior)
-    (noisy,) = rounds.judge(_rounds([200, 200, 200]), _rounds([180, 198, 188]), tolerance=0.01, priors=prior)
+    verdict says so: unsure is for a run noisier than its record."""
+    prior = paired.RoundPrior(0.004, 20)
+    (calm,) = _judge(_rounds([200, 200, 200]), _rounds([190, 191, 190]), 0.01, prior=prior)
+    (noisy,) = _judge(_rounds([200, 200, 200]), _rounds([180, 198, 188]), 0.01, prior=prior, last=3)
     assert "wander more than the record" not in calm.message
-    assert "these rounds wander more than the record (4.8% against 0.4%" in noisy.message, noisy.message
+    assert "these rounds wander more than the record (6.7% against 0.4%" in noisy.message, noisy.message
+    assert "the run is noisier than its record" in noisy.message
     assert paired.noisier_than_prior([1.0], paired.RoundPrior(0.01, 5)) == 1.0
     assert paired.noisier_than_prior([0.995, 1.005], paired.RoundPrior(0.01, 5)) > 0.3  # calmer than the record
 
@@ -168,14 +186,35 @@ def test_round_spread_file_round_trips_and_keeps_runs_of_two_rounds(tmp_path: Pa
 
     spread = RoundSpread.for_class(tmp_path, "h200x1")
     assert spread.prior("decode_tok_s") is None and not spread.path.exists()
-    spread.add("decode_tok_s", [1.0, 1.01, 0.99], "a -> b")
+    spread.add("decode_tok_s", [1.0, 1.01, 0.99], "a -> b", "p/single-stream/decode_tok_s")
     spread.add("decode_tok_s", [0.97], "one round says nothing of the spread")
     path = spread.save()
     assert path == tmp_path / "h200x1" / "round-spread.json"
     again = RoundSpread.for_class(tmp_path, "h200x1")
-    assert [r.ratios for r in again.runs] == [(1.0, 1.01, 0.99)]
+    assert [(r.ratios, r.key) for r in again.runs] == [((1.0, 1.01, 0.99), "p/single-stream/decode_tok_s")]
     assert again.prior("decode_tok_s") == paired.round_prior([[1.0, 1.01, 0.99]])
     assert again.prior("output_tok_s") is None
+
+
+def test_a_key_is_judged_on_its_own_runs_else_on_its_metrics(tmp_path: Path) -> None:
+    """Every sweep level's key keeps its own round history; a key with too little of its own
+    borrows its metric's (any key), and a metric with none gets no prior (the rule's default)."""
+    from specwatch.store.roundspread import MIN_KEY_DF, RoundSpread
+
+    spread = RoundSpread.for_class(tmp_path, "h200x1")
+    spread.add("output_throughput", [1.0, 1.1, 0.9, 1.05, 0.95], "c64", "p/concurrency-64/output_throughput")
+    spread.add("output_throughput", [1.0, 1.01, 0.99], "c1", "p/concurrency-1/output_throughput")
+    spread.save()
+    again = RoundSpread.for_class(tmp_path, "h200x1")
+    own, source = again.prior_for("p/concurrency-64/output_throughput")
+    assert own == paired.round_prior([[1.0, 1.1, 0.9, 1.05, 0.95]]) and own.df >= MIN_KEY_DF
+    assert "of this key" in source
+    borrowed, source = again.prior_for("p/concurrency-1/output_throughput")  # 2 df of its own: too few
+    assert borrowed is not None and borrowed.df == 6 and "output_throughput on h200x1, any key" in source
+    assert again.prior_for("p/single-stream/output_tok_s") == (None, "")
+    residuals = again.residuals("p/concurrency-64/output_throughput")
+    assert len(residuals) == 5 and abs(sum(residuals)) < 1e-9
+    assert math.sqrt(sum(r * r for r in residuals) / 4) == pytest.approx(own.spread * math.sqrt(5 / 4), rel=1e-6)
 
 
 @pytest.mark.parametrize(("text", "fragment"), [
@@ -206,20 +245,14 @@ def test_a_broken_round_spread_file_is_one_line(tmp_path: Path, text: str, fragm
 
 def test_one_round_leans_on_the_round_spread_of_earlier_runs() -> None:
     """A server too slow to boot often: one boot a side, the boot-to-boot term from earlier runs."""
-    prior = {"decode_tok_s": (paired.RoundPrior(0.005, 14), "14 df of earlier runs")}
-    (slow,) = rounds.judge(_rounds([200.0]), _rounds([190.0]), tolerance=0.01, priors=prior)
+    prior = paired.RoundPrior(0.005, 14)
+    (slow,) = _judge(_rounds([200.0]), _rounds([190.0]), 0.01, prior=prior, first=1, last=1)
     assert slow.verdict == rounds.REGRESSION, slow.message  # -5 % is 10 spreads away
-    assert "one boot of each side: the boot-to-boot term is the round spread of 14 df of earlier runs" in slow.message
-    (same,) = rounds.judge(_rounds([200.0]), _rounds([200.4]), tolerance=0.03, priors=prior)
+    assert slow.rounds.df == 14 and slow.rounds.spread == 0.0  # the spread is the record's alone
+    (same,) = _judge(_rounds([200.0]), _rounds([200.4]), 0.03, prior=prior, first=1, last=1)
     assert same.verdict == rounds.NO_REGRESSION, same.message
-    (small,) = rounds.judge(_rounds([200.0]), _rounds([198.0]), tolerance=0.005, priors=prior)
+    (small,) = _judge(_rounds([200.0]), _rounds([198.0]), 0.005, prior=prior, first=1, last=1)
     assert small.verdict == rounds.UNSURE, small.message  # -1 % is within 2.6 spreads of nothing
-
-
-def test_one_round_without_earlier_runs_is_unsure_and_says_why() -> None:
-    (k,) = rounds.judge(_rounds([200.0]), _rounds([100.0]), tolerance=0.01)
-    assert k.verdict == rounds.UNSURE
-    assert "-50.0% in one round, and no round spread of earlier A/B runs" in k.message
 
 
 def test_one_round_needs_a_round_history(tmp_path: Path) -> None:

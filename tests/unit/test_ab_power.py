@@ -10,43 +10,49 @@ import pytest
 from specwatch.cli import main
 from specwatch.errors import EXIT_OK, EXIT_USAGE
 from specwatch.judge import paired
+from specwatch.revisions.plan import KeyPlan
 from specwatch.revisions.power import Operating, simulate
 from specwatch.revisions.rounds import RoundSettings
 
 PRIOR = paired.RoundPrior(0.008, 20)
 
 
+def _plan(tolerance: float) -> KeyPlan:
+    return KeyPlan(PRIOR, "test", tolerance, None, None, True)
+
+
 @pytest.mark.parametrize("rounds", [2, 4])
 def test_the_simulation_agrees_with_the_closed_form_at_a_fixed_number_of_rounds(rounds: int) -> None:
-    """At the closed form's 19-in-20 size (no extra rounds while unsure), about 95 % are flagged."""
+    """A design of one look spends all of alpha there: at the closed form's 19-in-20 size, about 95 % are flagged."""
     settings = RoundSettings(rounds, rounds, 0.005)
     size = paired.detectable(PRIOR, rounds, 0.01, 0.005)
-    found = simulate(settings, PRIOR, size, PRIOR.spread, trials=4000, seed=3)
+    found = simulate(settings, _plan(0.005), size, PRIOR.spread, trials=4000, seed=3)
     assert 0.93 <= found.regression <= 0.97, found
     assert found.mean_rounds == rounds
 
 
 def test_healthy_heads_are_rarely_flagged_and_big_slowdowns_always() -> None:
     settings = RoundSettings(2, 4, 0.005)
-    healthy = simulate(settings, PRIOR, 0.0, PRIOR.spread, trials=3000, seed=1)
-    slow = simulate(settings, PRIOR, 0.05, PRIOR.spread, trials=500, seed=1)
-    assert healthy.regression < 0.03  # alpha 0.01 one-sided, with up to three looks
+    healthy = simulate(settings, _plan(0.005), 0.0, PRIOR.spread, trials=3000, seed=1)
+    slow = simulate(settings, _plan(0.005), 0.05, PRIOR.spread, trials=500, seed=1)
+    assert healthy.regression <= 0.01  # alpha 0.01 spent across the three looks
     assert abs(healthy.regression + healthy.unsure + healthy.no_regression - 1) < 1e-9
     assert 2 <= healthy.mean_rounds <= 4 and healthy.mean_rounds > slow.mean_rounds
-    assert slow.regression == 1.0 and slow.mean_rounds == 2.0
+    assert slow.regression == 1.0 and slow.mean_rounds == 2.0 and slow.first_look == 1.0
 
 
 def test_a_prior_that_understates_the_spread_raises_false_alarms() -> None:
     """What the simulation is for: rounds twice as noisy as the recorded spread say they are."""
     settings = RoundSettings(2, 4, 0.005)
-    honest = simulate(settings, PRIOR, 0.0, PRIOR.spread, trials=2000, seed=2)
-    noisier = simulate(settings, PRIOR, 0.0, 2 * PRIOR.spread, trials=2000, seed=2)
+    honest = simulate(settings, _plan(0.005), 0.0, PRIOR.spread, trials=4000, seed=2)
+    noisier = simulate(settings, _plan(0.005), 0.0, 2 * PRIOR.spread, trials=4000, seed=2)
     assert noisier.regression > 3 * honest.regression
 
 
 def test_the_same_seed_gives_the_same_table() -> None:
     settings = RoundSettings(2, 4, 0.005)
-    assert simulate(settings, PRIOR, 0.02, 0.01, 300, seed=9) == simulate(settings, PRIOR, 0.02, 0.01, 300, seed=9)
+    plan = _plan(0.005)
+    assert simulate(settings, plan, 0.02, 0.01, 300, seed=9) == simulate(settings, plan, 0.02, 0.01, 300, seed=9)
 
 
 def test_twenty_repetitions_are_binomial() -> None:
@@ -71,17 +77,32 @@ def test_cli_prints_each_changes_row(tmp_path: Path, capsys: pytest.CaptureFixtu
                  "--seconds-per-round", "60"])
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
-    assert "over 4 df (2 earlier A/B run(s) on h200x1" in out
-    assert "closed form: 2 round(s) flag" in out
+    assert "over 4 df from 2 earlier A/B run(s) of decode_tok_s on h200x1" in out
+    assert "tolerance 0.5% (given)" in out and "would have been caught 19 times in 20" in out
+    assert "Lan-DeMets Pocock-type spending of alpha 0.01" in out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("+0.0%", "-5.0%"))]
     assert [r[0] for r in rows] == ["+0.0%", "-5.0%"]
-    assert rows[1][1] == "100.0%" and rows[1][-2] == "120"  # flagged every time, in 2 rounds of 60 s
+    assert rows[1][1] == "100.00%" and rows[1][-2] == "120"  # flagged every time, in 2 rounds of 60 s
+
+
+def test_without_a_round_history_it_simulates_the_default_spread(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A class without round history is judged at the documented conservative default, by ab and here."""
+    code = main(["ab-power", "--machine-class", "nowhere", "--round-history", str(tmp_path), "--change", "0",
+                 "--change", "0.5", "--trials", "500"])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    assert "the conservative default round spread 15% worth 3 rounds" in out
+    assert "lognormal at a round spread of 15.00%" in out
+    halved = next(line.split() for line in out.splitlines() if line.strip().startswith("-50.0%"))
+    assert float(halved[2].rstrip("%")) > 90  # a 2x slower head is flagged at the first look (round 2)
 
 
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["--machine-class", "nowhere"], "no round spread of decode_tok_s is recorded for nowhere"),
+        (["--machine-class", "nowhere", "--replay"], "--replay needs recorded rounds of decode_tok_s on nowhere"),
+        (["--machine-class", "h200x1", "--replay", "--true-spread", "0.01"], "give it or --true-spread, not both"),
         (["--machine-class", "h200x1", "--change", "1.5"], "--change must be in [0, 1)"),
         (["--machine-class", "h200x1", "--rounds", "3", "--max-rounds", "2"], "--max-rounds must be at least"),
         (["--machine-class", "nowhere", "--rounds", "1", "--true-spread", "0.01"], "--rounds 1 needs a round spread"),
@@ -89,9 +110,8 @@ def test_cli_prints_each_changes_row(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--machine-class", "h200x1", "--true-spread", "700"], "--true-spread must be a positive fraction up to 1"),
         (["--machine-class", "h200x1", "--trials", "0"], "--trials must be 1-100000"),
         (["--machine-class", "h200x1", "--trials", "1000000000000"], "--trials must be 1-100000"),
-        (["--machine-class", "h200x1", "--rounds", "1000000000000"], "--max-rounds must be at most 1000"),
+        (["--machine-class", "h200x1", "--rounds", "1000000000000"], "--max-rounds must be at most 64"),
         (["--machine-class", "h200x1", "--seed=-1"], "--seed must be 0 or more"),
-        (["--machine-class", "flat"], "is 0.00%, which no simulation can draw from"),
         (["--machine-class", "h200x1", "--alpha", "0.7"], "--alpha must be in (0, 0.5)"),
         (["--machine-class", "h200x1", "--seconds-per-round", "-3"], "--seconds-per-round must be positive"),
         (["--machine-class", "broken"], "round-spread file"),

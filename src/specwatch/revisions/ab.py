@@ -11,9 +11,12 @@ The rounds are :func:`specwatch.revisions.rounds.alternate`, the A/B measurement
 step runs too: one measurement is :func:`specwatch.revisions.step.measure` (setup, then ``python -m
 pytest PYTEST-ARGS --specwatch-results FILE``), stored in the same memo; ``{checkout}`` in PYTEST-ARGS
 and in the setup command stands for the side's checkout (a detached ``git worktree``, so the user's
-work tree is never touched). Each key is judged on its per-round head/base ratios
-(:func:`specwatch.revisions.rounds.judge`); keys that are unsure are measured for more rounds (up to
-``--max-rounds``) before the verdict is called *unsure*, which is never a regression.
+work tree is never touched). Each key is judged on its per-round head/base ratios, look after
+look (:func:`specwatch.revisions.rounds.judge`, the group-sequential rule of
+:mod:`specwatch.judge.sequential`): the run ends at the first regression of any key, or when every
+key is settled "no regression"; keys still open get more rounds, up to ``--max-rounds``, and are
+*unsure* after that (exit 3), which is never a regression. How it decides, its defaults per machine
+class and its error rates: docs/reference/ab-and-bisect.md.
 """
 
 from __future__ import annotations
@@ -27,11 +30,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.revisions import git
 from specwatch.revisions.memo import Memo, memo_root
+from specwatch.revisions.plan import tolerances
 from specwatch.revisions.rounds import (
+    DEFAULT_ALPHA,
+    DEFAULT_MAX_ROUNDS,
     DEFAULT_METRICS,
+    DEFAULT_ROUNDS,
     REGRESSION,
     UNSURE,
     Rounds,
@@ -43,16 +51,17 @@ from specwatch.revisions.step import MeasureConfig
 from specwatch.store.roundspread import RoundSpread
 
 PREFIX = "[ab]"
-DEFAULT_TOLERANCE = 0.01
-DEFAULT_ROUNDS = 4
+#: None: each key's own tolerance, the smallest the design settles at its round spread (plan.plan_key)
+DEFAULT_TOLERANCE: float | None = None
 
 
-def settings_of(rounds: int = DEFAULT_ROUNDS, max_rounds: int | None = None, tolerance: float = DEFAULT_TOLERANCE,
-                metrics: Sequence[str] | None = None, alpha: float = 0.01,
-                round_history: str | Path | None = None) -> RoundSettings:
-    """ab's round settings: ``max_rounds`` defaults to twice ``rounds``; UsageError when invalid."""
-    return RoundSettings.make(rounds, 2 * rounds if max_rounds is None else max_rounds, tolerance, metrics, alpha,
-                              round_history)
+def settings_of(rounds: int = DEFAULT_ROUNDS, max_rounds: int | None = None,
+                tolerance: float | None = DEFAULT_TOLERANCE, metrics: Sequence[str] | None = None,
+                alpha: float = DEFAULT_ALPHA, round_history: str | Path | None = None,
+                spending: str = sequential.POCOCK) -> RoundSettings:
+    """ab's round settings: ``max_rounds`` defaults to max(4, ``rounds``); UsageError when invalid."""
+    return RoundSettings.make(rounds, max(DEFAULT_MAX_ROUNDS, rounds) if max_rounds is None else max_rounds,
+                              tolerance, metrics, alpha, round_history, spending)
 
 
 def run_ab(
@@ -68,10 +77,11 @@ def run_ab(
     rounds: int = DEFAULT_ROUNDS,
     max_rounds: int | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
-    tolerance: float = DEFAULT_TOLERANCE,
-    alpha: float = 0.01,
+    tolerance: float | None = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
     round_history: str | Path | None = None,
     record_rounds: bool = False,
+    spending: str = sequential.POCOCK,
     out: TextIO | None = None,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
@@ -82,15 +92,17 @@ def run_ab(
     measured, UsageError when the sides share no judged key.
     """
     out = out or sys.stdout
-    settings = settings_of(rounds, max_rounds, tolerance, metrics, alpha, round_history)
+    settings = settings_of(rounds, max_rounds, tolerance, metrics, alpha, round_history, spending)
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
     memo = Memo(memo_root / cfg.fingerprint("ab", base.ident, head.ident))
     session = uuid.uuid4().hex[:12]
-    print(f"{PREFIX} base {base.label}, head {head.label}: {settings.rounds} rounds (up to {settings.max_rounds}), "
-          f"tolerance {settings.tolerance:.1%}, memo {memo.root}", file=out, flush=True)
+    tol = f"tolerance {settings.tolerance:.1%}" if settings.tolerance is not None else "each key's own tolerance"
+    print(f"{PREFIX} base {base.label}, head {head.label}: {settings.rounds}-{settings.max_rounds} rounds, {tol}, "
+          f"memo {memo.root}", file=out, flush=True)
+    print(f"{PREFIX} {settings.design.describe()}", file=out, flush=True)
     outcome = alternate(base, head, cfg=cfg, memo=memo, session=session, settings=settings,
                         ident=lambda side, r: f"{side.name}-{side.ident}-{session}-r{r}", head_first=False,
-                        lead=PREFIX, out=out, settle_every_key=True)
+                        lead=PREFIX, out=out)
     if outcome.failed is not None:
         side = base if outcome.failed_side == base.name else head
         raise InfraError(f"round {outcome.rounds + 1}: {side.name} ({side.label}) could not be measured: "
@@ -99,7 +111,7 @@ def run_ab(
         raise UsageError(f"the two sides share no result key of {', '.join(settings.metrics)}; do both runs "
                          f"measure the same servers (same profile names)?")
     if record_rounds and settings.round_history and outcome.machine_class:
-        runs = [(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}")
+        runs = [(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}", k.key)
                 for k in outcome.keys]
         written = RoundSpread.append(settings.round_history, outcome.machine_class, runs)
         print(f"{PREFIX} this run's rounds added to {written}", file=out, flush=True)
@@ -107,15 +119,15 @@ def run_ab(
 
 
 def report(outcome: Rounds, out: TextIO) -> int:
-    """Print each key's verdict; the exit code: 1 regression, 3 unsure, 0 otherwise."""
+    """Print each key's verdict; the exit code: 1 regression, 3 unsure, 0 no regression."""
     from specwatch.report.table import ReportRow, summary_table
 
     rows = [ReportRow(key=k.key, n=k.n, median=k.head_median, unit=k.unit, baseline_median=k.base_median,
                       change=k.rounds.ratio - 1, p=k.rounds.p, verdict=k.verdict, tolerance=k.tolerance,
                       higher_is_better=k.higher_is_better, message=k.message)
             for k in outcome.keys]
-    print(summary_table(rows, title=f"specwatch ab: head against base, {outcome.rounds} alternating rounds"),
-          file=out)
+    print(summary_table(rows, title=f"specwatch ab: head against base, {outcome.rounds} alternating rounds, "
+                                    f"tolerance {tolerances(outcome.plans) if outcome.plans else '-'}"), file=out)
     for k in outcome.keys:
         ratios = " ".join(f"{(r - 1) * 100:+.1f}%" for r in k.round_ratios)
         print(f"{PREFIX} {k.key}: {k.verdict.replace('_', ' ')}: {k.message}; per round: {ratios}", file=out)
@@ -125,10 +137,17 @@ def report(outcome: Rounds, out: TextIO) -> int:
               file=out)
         return EXIT_REGRESSION
     if verdict == UNSURE:
-        print(f"{PREFIX} UNSURE: too few rounds for their spread to settle the tolerance; nothing is called a "
-              f"regression (run more --rounds, or a larger --tolerance, or a quieter machine)", file=out)
+        open_keys = ", ".join(k.key for k in outcome.keys if k.verdict == UNSURE) or "none judged"
+        print(f"{PREFIX} UNSURE after {outcome.rounds} rounds ({open_keys}): the rounds could neither show nor "
+              f"rule out a slowdown beyond the tolerance, so they were noisier than the round history says or the "
+              f"change sits near the tolerance; nothing is called a regression (re-run, allow more --max-rounds, "
+              f"or give a larger --tolerance)", file=out)
         return EXIT_INFRA
-    print(f"{PREFIX} no regression", file=out)
+    caught = [f"{k.key} {p.detectable:.1%}" for k in outcome.keys
+              if (p := outcome.plans.get(k.key)) is not None and p.detectable is not None]
+    seen = (f": a slowdown of this much or more would have been caught 19 times in 20: {'; '.join(caught)}"
+            if caught else "")
+    print(f"{PREFIX} no regression after {outcome.rounds} rounds{seen}", file=out)
     return EXIT_OK
 
 
@@ -174,13 +193,19 @@ class AB:
         parser.add_argument("--setup", help="shell command run in each checkout before each measurement "
                                             "({checkout} is replaced by its path)")
         parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                            help="alternating rounds (default 4: A B B A A B B A); 1 for a server too slow to boot "
-                                 "often: one boot a side, the boot-to-boot term from --round-history")
+                            help=f"alternating rounds before the first look (default {DEFAULT_ROUNDS}: A B B A); 1 "
+                                 f"for a server too slow to boot often, with a --round-history that stands for the "
+                                 f"boot-to-boot term")
         parser.add_argument("--max-rounds", type=int, default=None,
-                            help="rounds allowed while a key is unsure (default: twice --rounds)")
+                            help=f"the last look: rounds allowed while a key is still open (default "
+                                 f"max({DEFAULT_MAX_ROUNDS}, --rounds))")
         parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                            help=f"smallest slowdown that counts (default {DEFAULT_TOLERANCE})")
-        parser.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
+                            help="smallest slowdown that counts, a fraction (default: each key's own, the smallest "
+                                 "that the rounds settle at its recorded round spread; printed)")
+        parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                            help=f"false-alarm rate of each key over all looks (default {DEFAULT_ALPHA})")
+        parser.add_argument("--spending", choices=sequential.SPENDING, default=sequential.POCOCK,
+                            help="alpha-spending function across the looks (default: %(default)s)")
         parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
                             help="baseline folder whose <machine-class>/round-spread.json holds earlier A/B runs' "
                                  "round spread, pooled with this run's rounds (default: %(default)s; 'none': "
@@ -208,7 +233,8 @@ class AB:
             return EXIT_USAGE
         try:
             # every setting checked before any worktree is made
-            settings_of(args.rounds, args.max_rounds, args.tolerance, args.metric, args.alpha, args.round_history)
+            settings_of(args.rounds, args.max_rounds, args.tolerance, args.metric, args.alpha, args.round_history,
+                        args.spending)
             MeasureConfig.make(rest, args.setup, args.python, args.workdir, args.timeout_s)
             if args.memo:
                 memo_root(args.memo, Path())
@@ -216,7 +242,7 @@ class AB:
                 pytest_args=rest, setup=args.setup, python=args.python, workdir=args.workdir,
                 timeout_s=args.timeout_s, rounds=args.rounds, max_rounds=args.max_rounds,
                 metrics=tuple(args.metric or DEFAULT_METRICS), tolerance=args.tolerance, alpha=args.alpha, out=out,
-                round_history=args.round_history, record_rounds=args.record_rounds)
+                round_history=args.round_history, record_rounds=args.record_rounds, spending=args.spending)
             if args.record_rounds and args.round_history == "none":
                 raise UsageError("--record-rounds needs a --round-history folder, not 'none'")
             if args.base_profile or args.head_profile:

@@ -6,7 +6,7 @@ patches) in alternating rounds (:func:`specwatch.revisions.rounds.alternate`, th
 
 * a regression beyond the tolerance: bad (1);
 * a slowdown beyond the tolerance ruled out: good (0);
-* unsure after ``--rounds`` rounds and the extra rounds up to ``--max-rounds``: skip (125), never bad;
+* still open at the last look (``--max-rounds``): skip (125), never bad;
 * a side that could not be measured (setup failure, timeout, a pytest run without a results file
   or with only errors): skip (125), never bad. The pytest exit code is not the verdict.
 
@@ -27,11 +27,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.report.table import fmt_num
 from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
 from specwatch.revisions.rounds import (
+    DEFAULT_ALPHA,
+    DEFAULT_MAX_ROUNDS,
     DEFAULT_METRICS,
+    DEFAULT_ROUNDS,
     NO_REGRESSION,
     REGRESSION,
     UNSURE,
@@ -46,22 +50,22 @@ from specwatch.revisions.step import MeasureConfig
 EXIT_CODES = {GOOD: 0, BAD: 1, SKIP: 125}  # what `git bisect run` understands
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it
 PREFIX = "[bisect]"
-DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS = 2, 4
-DEFAULT_TOLERANCE = 0.05  # the drift gate's default
-DEFAULT_ALPHA = 0.01
+#: None: each key's own tolerance, the smallest the design settles at its round spread (as ab)
+DEFAULT_TOLERANCE: float | None = None
 
 
 def step_settings(
     rounds: int = DEFAULT_ROUNDS,
     max_rounds: int | None = None,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float | None = DEFAULT_TOLERANCE,
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     round_history: str | None = None,
+    spending: str = sequential.POCOCK,
 ) -> RoundSettings:
     """A bisection's validated round settings (UsageError otherwise); ``max_rounds`` defaults to max(4, rounds)."""
     return RoundSettings.make(rounds, max(DEFAULT_MAX_ROUNDS, rounds) if max_rounds is None else max_rounds,
-                              tolerance, metrics, alpha, round_history)
+                              tolerance, metrics, alpha, round_history, spending)
 
 
 # --------------------------------------------------------------------------------------------
@@ -73,7 +77,7 @@ def _key_detail(k: KeyVerdict) -> dict[str, Any]:
         "key": k.key, "unit": k.unit, "higher_is_better": k.higher_is_better, "good_median": k.base_median,
         "step_median": k.head_median, "ratio": k.rounds.ratio, "low": k.rounds.low, "high": k.rounds.high,
         "p": k.rounds.p, "spread": k.rounds.spread, "round_ratios": k.round_ratios, "verdict": k.verdict,
-        "message": k.message,
+        "message": k.message, "tolerance": k.tolerance, "decided_at": k.decided_at,
     }
 
 
@@ -84,9 +88,11 @@ def _step_verdict(keys: Sequence[KeyVerdict], rounds: int, settings: RoundSettin
         bad = [k for k in keys if k.verdict == REGRESSION]
         return BAD, "; ".join(f"{k.key}: {k.message}" for k in bad)
     if verdict == NO_REGRESSION:
-        return GOOD, f"no key slower than the {settings.tolerance:.1%} tolerance over {rounds} rounds"
+        return GOOD, (f"no key slower than its tolerance ({', '.join(f'{k.key} {k.tolerance:.1%}' for k in keys)}) "
+                      f"over {rounds} rounds")
     unsure = [k for k in keys if k.verdict == UNSURE]
-    return SKIP, (f"unsure: the noise exceeded the {settings.tolerance:.1%} tolerance after {rounds} rounds "
+    tolerance = "/".join(dict.fromkeys(f"{k.tolerance:.1%}" for k in unsure))
+    return SKIP, (f"unsure: the noise exceeded the {tolerance} tolerance after {rounds} rounds "
                   f"({'; '.join(f'{k.key}: {k.message}' for k in unsure)})")
 
 
@@ -296,12 +302,15 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None,
                         help="seconds allowed for the setup and for pytest, per measurement (timeout: skip)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                        help=f"alternating rounds of each step against the good revision (default {DEFAULT_ROUNDS})")
+                        help=f"alternating rounds of each step before its first look (default {DEFAULT_ROUNDS})")
     parser.add_argument("--max-rounds", type=int, default=None,
-                        help=f"rounds allowed while a step is unsure (default {DEFAULT_MAX_ROUNDS}); "
-                             f"still unsure: skipped, never blamed")
+                        help=f"the last look of a step (default {DEFAULT_MAX_ROUNDS}); still open then: skipped, "
+                             f"never blamed")
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                        help=f"smallest slowdown that makes a step bad (default {DEFAULT_TOLERANCE})")
+                        help="smallest slowdown that makes a step bad, a fraction (default: each key's own, the "
+                             "smallest that the rounds settle at its recorded round spread, as ab)")
+    parser.add_argument("--spending", choices=sequential.SPENDING, default=sequential.POCOCK,
+                        help="alpha-spending function across each step's looks (default: %(default)s)")
     parser.add_argument("--metric", action="append", default=None,
                         help=f"metric(s) judged, repeatable (default: {', '.join(DEFAULT_METRICS)})")
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
@@ -315,7 +324,7 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
 def step_options(args: argparse.Namespace) -> dict[str, Any]:
     """The round settings among parsed arguments, as keywords of the bisect functions."""
     return dict(rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance, metrics=args.metric,
-                alpha=args.alpha, round_history=args.round_history)
+                alpha=args.alpha, round_history=args.round_history, spending=args.spending)
 
 
 def split_pytest_args(rest: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -22,8 +22,9 @@ a noisy machine: every later step read 20-37 % slower than it.) The good side is
 detached worktree of the good commit made once per bisection, while ``git bisect run`` checks the
 step's commit out in the repository itself; for patches both sides are worktrees. The rounds are
 judged by :func:`specwatch.revisions.rounds.judge` on the keys of ``--metric`` (default: the drift gates'
-throughputs) at ``--tolerance`` (default 0.05, the drift gate's), and the step's verdict, as
-``git bisect run`` wants it, is:
+throughputs) at ``--tolerance`` (default: each key's own, the smallest that the step's rounds settle at
+its recorded round spread, as ``specwatch ab``), look after look with alpha spent across the looks,
+and the step's verdict, as ``git bisect run`` wants it, is:
 
 * a regression beyond the tolerance: bad (1);
 * a slowdown beyond the tolerance ruled out: good (0);
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.errors import InfraError, SpecwatchError, UsageError
+from specwatch.judge.sequential import POCOCK
 from specwatch.paths import with_specwatch_importable
 from specwatch.revisions import git
 from specwatch.revisions.bisection import (
@@ -147,10 +149,11 @@ def bisect_commits(
     timeout_s: float | None = None,
     rounds: int = DEFAULT_ROUNDS,
     max_rounds: int | None = None,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float | None = DEFAULT_TOLERANCE,
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     round_history: str | None = None,
+    spending: str = POCOCK,
     out: TextIO | None = None,
 ) -> BisectOutcome:
     """Find the first commit in good..bad that an A/B against `good` calls a regression.
@@ -161,7 +164,7 @@ def bisect_commits(
     revision cannot be measured). Always restores the original checkout.
     """
     out = out or sys.stdout
-    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha, round_history)
+    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha, round_history, spending)
     top = git.toplevel(repo)
     good_sha, bad_sha = git.resolve_rev(top, good, "--good"), git.resolve_rev(top, bad, "--bad")
     if good_sha == bad_sha:

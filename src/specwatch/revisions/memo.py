@@ -17,7 +17,7 @@ from specwatch.store.result import atomic_write_json, read_json
 
 #: the verdict of one revision, as ``git bisect run`` understands it
 GOOD, BAD, SKIP = "good", "bad", "skip"
-MEMO_VERSION = 2  # 2: a step's verdict is an A/B against the good revision in alternating rounds
+MEMO_VERSION = 3  # 2: a step is an A/B against good in alternating rounds; 3: judged look after look (alpha spent)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from specwatch.errors import UsageError
+from specwatch.judge.sequential import POCOCK
 from specwatch.revisions import git
 from specwatch.revisions.bisection import (
     DEFAULT_ALPHA,
@@ -71,10 +72,11 @@ def bisect_patches(
     timeout_s: float | None = None,
     rounds: int = DEFAULT_ROUNDS,
     max_rounds: int | None = None,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float | None = DEFAULT_TOLERANCE,
     metrics: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     round_history: str | None = None,
+    spending: str = POCOCK,
     out: TextIO | None = None,
 ) -> BisectOutcome:
     """Find the first patch whose cumulative inclusion an A/B against bare `base` calls a regression.
@@ -85,7 +87,7 @@ def bisect_patches(
     built in a temporary worktree of its own; each step measures the two in alternating rounds.
     """
     out = out or sys.stdout
-    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha, round_history)
+    settings = step_settings(rounds, max_rounds, tolerance, metrics, alpha, round_history, spending)
     top = git.toplevel(repo)
     base_sha = git.resolve_rev(top, base, "--base")
     if not patches:

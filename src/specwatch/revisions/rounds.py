@@ -1,11 +1,16 @@
-"""The A/B measurement: two sides in alternating rounds, judged on the rounds' ratios.
+"""The A/B measurement: two sides in alternating rounds, judged look after look on the rounds' ratios.
 
 The one round loop of ``specwatch ab`` and of every ``bisect``/``bisect-patches`` step. Round r
 measures both sides (A B, then B A, ...), each a fresh pytest run (:func:`specwatch.revisions.step.measure`,
-so a fresh boot of the server), so a machine that drifts drifts on both sides. After
-``rounds`` rounds the keys are judged (:func:`judge`); while a key is unsure, one more round is
-measured, up to ``max_rounds``. A side that cannot be measured (a measurement whose verdict is
-skip, or a results file without samples) stops the loop: the caller decides what that means.
+so a fresh boot of the server), so a machine that drifts drifts on both sides. From round
+``rounds`` on, every round is a look (:mod:`specwatch.judge.sequential`, the one rule): each key
+still open is judged, and it is settled at the first look where it crosses a boundary
+(regression, or no regression). The run stops as soon as the outcome is known: at the first
+regression of any key (the gate has failed), or when every key is settled "no regression". More
+rounds go only while some key is still open, up to ``max_rounds``; a key still open then is
+*unsure*. Alpha is spent across the looks, so stopping early and adding rounds keep the
+false-alarm rate. A side that cannot be measured (a measurement whose verdict is skip, or a
+results file without samples) stops the loop: the caller decides what that means.
 
 Each alternating round is one pair: the runs inside a boot share that boot's luck, so the rounds,
 not the runs, are the independent samples.
@@ -21,9 +26,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from specwatch.errors import SpecwatchError, UsageError
-from specwatch.judge import paired
+from specwatch.judge import paired, sequential
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun
+from specwatch.revisions.plan import KeyPlan, plan_key, plan_keys
 from specwatch.revisions.step import MeasureConfig, measure, samples_of
 from specwatch.store.result import ResultSet
 from specwatch.store.roundspread import RoundSpread
@@ -31,18 +39,17 @@ from specwatch.store.roundspread import RoundSpread
 #: what is judged unless told otherwise: the throughput the drift gates judge
 DEFAULT_METRICS = ("output_tok_s", "decode_tok_s")
 DEFAULT_ALPHA = 0.01
-#: below this F-test p a verdict's own rounds are called noisier than the round history (a note only:
-#: with 2-4 rounds such a test catches too few noisy days to decide on, docs/validation section 12)
+#: the first look after two rounds (A B, B A: each side once first), the last after four
+DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS = 2, 4
+#: below this F-test p a verdict's own rounds are called noisier than the round history
 NOISY_DAY_P = 0.05
 #: the verdict of one key, and of a whole A/B
 NO_REGRESSION, REGRESSION, UNSURE = "no_regression", "regression", "unsure"
+_VERDICT = {sequential.REGRESSION: REGRESSION, sequential.NO_REGRESSION: NO_REGRESSION,
+            sequential.UNDECIDED: UNSURE}
 
 #: key -> (samples, unit, higher_is_better) of one results file
 Found = Mapping[str, tuple[list[float], str, bool]]
-#: metric -> (the round spread of earlier A/B runs on this machine class, where it comes from)
-Priors = Mapping[str, tuple[paired.RoundPrior, str]]
-#: the priors of a machine class (None: unknown class), see :mod:`specwatch.store.roundspread`
-PriorSource = Callable[[str | None], Priors]
 
 
 @dataclass(frozen=True)
@@ -59,33 +66,45 @@ class Side:
 
 @dataclass(frozen=True)
 class RoundSettings:
-    """How many rounds, what is judged and at which tolerance; identical for every A/B of one command."""
+    """The design of every A/B of one command: looks, tolerance, what is judged, the error rates."""
 
-    rounds: int
-    max_rounds: int
-    tolerance: float
+    rounds: int  # rounds before the first look
+    max_rounds: int  # the last look
+    tolerance: float | None  # None: each key's own, the smallest its design settles at its round spread
     metrics: tuple[str, ...] = DEFAULT_METRICS
     alpha: float = DEFAULT_ALPHA
     #: baseline folder whose ``<machine-class>/round-spread.json`` gives the round spread of earlier
-    #: A/B runs, pooled with the rounds measured (None: the rounds measured alone)
+    #: A/B runs, pooled with the rounds measured (None: the rule's conservative default spread)
     round_history: str | None = None
+    spending: str = sequential.POCOCK
+    miss: float = sequential.DEFAULT_MISS
 
     @classmethod
-    def make(cls, rounds: int, max_rounds: int, tolerance: float, metrics: Sequence[str] | None = None,
-             alpha: float = DEFAULT_ALPHA, round_history: str | Path | None = None) -> RoundSettings:
+    def make(cls, rounds: int, max_rounds: int, tolerance: float | None, metrics: Sequence[str] | None = None,
+             alpha: float = DEFAULT_ALPHA, round_history: str | Path | None = None,
+             spending: str = sequential.POCOCK) -> RoundSettings:
         """Validated settings (a one-line UsageError otherwise)."""
         if rounds < (1 if round_history not in (None, "none") else 2):
             raise UsageError("--rounds must be at least 2 (one round a side cannot tell drift from a change), or 1 "
                              "with a --round-history whose round spread of earlier runs stands for it")
         if max_rounds < rounds:
             raise UsageError("--max-rounds must be at least --rounds")
-        if not 0 < tolerance < 1:
+        if max_rounds > sequential.MAX_LOOKS:
+            raise UsageError(f"--max-rounds must be at most {sequential.MAX_LOOKS}, got {max_rounds}")
+        if tolerance is not None and not 0 < tolerance < 1:
             raise UsageError(f"--tolerance must be a fraction in (0, 1), got {tolerance:g}")
-        if not 0 < alpha < 0.5:  # the verdict reads a one-sided 1 - alpha bound of a 1 - 2 alpha interval
+        if not 0 < alpha < 0.5:  # the verdict reads a one-sided bound
             raise UsageError(f"--alpha must be in (0, 0.5), got {alpha:g}")
+        if spending not in sequential.SPENDING:
+            raise UsageError(f"--spending must be one of {', '.join(sequential.SPENDING)}, got {spending!r}")
         chosen = tuple(dict.fromkeys(metrics or DEFAULT_METRICS))
         history = None if round_history in (None, "none") else str(Path(round_history).resolve())
-        return cls(int(rounds), int(max_rounds), float(tolerance), chosen, float(alpha), history)
+        return cls(int(rounds), int(max_rounds), None if tolerance is None else float(tolerance), chosen,
+                   float(alpha), history, spending)
+
+    @property
+    def design(self) -> sequential.Design:
+        return sequential.Design(self.rounds, self.max_rounds, self.alpha, self.miss, self.spending)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -102,13 +121,14 @@ class RoundSettings:
 
     def describe(self) -> str:
         pooled = f", round spread pooled with {self.round_history}" if self.round_history else ""
-        return (f"{self.rounds} alternating rounds (up to {self.max_rounds} while unsure), tolerance "
-                f"{self.tolerance:.1%}, metrics {', '.join(self.metrics)}{pooled}")
+        tol = f"tolerance {self.tolerance:.1%}" if self.tolerance is not None else "each key's own tolerance"
+        return (f"looks after rounds {self.rounds}-{self.max_rounds} (alpha {self.alpha:g} spent across them), "
+                f"{tol}, metrics {', '.join(self.metrics)}{pooled}")
 
 
 @dataclass
 class KeyVerdict:
-    """The A/B verdict of one result key, from its per-round ratios (see :func:`decide`)."""
+    """The A/B verdict of one result key, from its per-round ratios (see :func:`judge_key`)."""
 
     key: str
     unit: str
@@ -116,11 +136,12 @@ class KeyVerdict:
     base_median: float
     head_median: float
     n: int
-    rounds: paired.PairedRounds
-    round_ratios: list[float]
+    rounds: paired.PairedRounds  # the summary at the look that settled it (the last look when open)
+    round_ratios: list[float]  # every round measured, also those after it was settled
     verdict: str
     message: str
     tolerance: float
+    decided_at: int | None = None  # rounds at the look that settled it (None: still open)
 
 
 def overall(keys: Sequence[KeyVerdict]) -> str:
@@ -144,6 +165,7 @@ class Rounds:
     failed: RevisionRun | None = None  # the measurement the loop stopped at: its side could not be measured
     failed_side: str | None = None
     machine_class: str | None = None  # as the first measurement's results file records it
+    plans: dict[str, KeyPlan] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -157,104 +179,103 @@ class Rounds:
         return self.failed.reason if self.failed.verdict == SKIP else "no samples in its results file"
 
 
-def decide(rounds: paired.PairedRounds, higher_is_better: bool, tolerance: float, alpha: float) -> tuple[str, str]:
-    """(verdict, reason) of paired rounds: regression when head is significantly slower (one-sided
-    p < alpha) and worse than the tolerance; no regression when the one-sided 1 - alpha bound rules
-    out a slowdown beyond the tolerance; else unsure."""
-    # oriented so that > 1 is better
-    ratio, low = (rounds.ratio, rounds.low) if higher_is_better else (1 / rounds.ratio, 1 / rounds.high)
-    change = f"{(ratio - 1) * 100:+.1f}%"
-    # the question is directional (is head slower?): one-sided p, in the worse direction only
-    p_worse = rounds.p / 2 if ratio < 1 else 1 - rounds.p / 2
-    if p_worse < alpha and ratio < 1 - tolerance:
-        return REGRESSION, f"{change} is worse than the {tolerance:.1%} tolerance (one-sided p={p_worse:.2g})"
-    if low > 1 - tolerance:
-        return NO_REGRESSION, f"{change}; the CI rules out a slowdown beyond {tolerance:.1%}"
-    spread = rounds.spread if rounds.pooled_spread is None else rounds.pooled_spread
-    return UNSURE, (f"{change}: {rounds.rounds} rounds at a round-to-round spread of {spread:.1%} can neither show "
-                    f"nor rule out a slowdown beyond {tolerance:.1%}")
-
-
-def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: float, alpha: float,
+def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: float, design: sequential.Design,
                  prior: paired.RoundPrior | None) -> tuple[paired.PairedRounds, str, str]:
-    """(summary, verdict, reason) of one key's per-round ratios: the rule that ``ab``, both
-    bisections and ``ab-power``'s simulation share (the interval at 1 - 2 alpha, so that its lower
-    bound is the one-sided 1 - alpha bound :func:`decide` reads)."""
-    summary = paired.paired_rounds(ratios, confidence=1 - 2 * alpha, prior=prior)
-    verdict, why = decide(summary, higher_is_better, tolerance, alpha)
+    """(summary, verdict, reason) of one key at the look after ``len(ratios)`` rounds: the rule
+    (:func:`specwatch.judge.sequential.look`) that ``ab``, both bisections and ``ab-power`` share.
+    The summary's ``low``/``high`` are head/base bounds at the look's nominal levels, ``p`` the
+    one-sided p of "head is not slower"."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    sign = 1.0 if higher_is_better else -1.0
+    got = sequential.look(sign * logs[None, :], prior, tolerance, design)
+    mean, low, high = float(got.mean[0]), float(got.low[0]), float(got.high[0])
+    lo, hi = (math.exp(low), math.exp(high)) if higher_is_better else (math.exp(-high), math.exp(-low))
+    summary = paired.PairedRounds(len(ratios), math.exp(sign * mean), lo, hi, float(got.p[0]), float(got.spread[0]),
+                                  float(got.pooled[0]) if prior is not None else None, got.df)
+    verdict = _VERDICT[int(got.code[0])]
+    change, a_k, m_k = f"{(math.exp(mean) - 1) * 100:+.1f}%", *design.nominal(len(ratios))
+    if verdict == REGRESSION:
+        why = (f"{change} is worse than the {tolerance:.1%} tolerance and shown slower (one-sided p={got.p[0]:.2g} "
+               f"below this look's {a_k:.2g})")
+    elif verdict == NO_REGRESSION:
+        why = f"{change}; the bounds rule out a slowdown beyond {tolerance:.1%} (at this look's {m_k:.2g})"
+    else:
+        why = (f"{change}: {len(ratios)} round(s) at a round-to-round spread of {got.pooled[0]:.1%} can neither show "
+               f"nor rule out a slowdown beyond {tolerance:.1%}")
     return summary, verdict, why
 
 
-def judge(
-    base_rounds: Sequence[Found],
-    head_rounds: Sequence[Found],
-    *,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    tolerance: float = 0.01,
-    alpha: float = DEFAULT_ALPHA,
-    priors: Priors | None = None,
-) -> list[KeyVerdict]:
-    """Pure: verdicts of the keys (of ``metrics``) present in every round of both sides.
+def judge_key(ratios: Sequence[float], higher_is_better: bool, plan: KeyPlan,
+              design: sequential.Design) -> tuple[paired.PairedRounds, str, str, int | None]:
+    """(summary, verdict, reason, settled at) of one key: its looks replayed in order, settled at the
+    first that crosses a boundary; open (unsure) when none does."""
+    found = None
+    for n in range(design.first, min(len(ratios), design.last) + 1):
+        found = judge_ratios(ratios[:n], higher_is_better, plan.tolerance, design, plan.prior)
+        if found[1] != UNSURE:
+            return (*found, n)
+    assert found is not None
+    return (*found, None)
 
-    ``priors`` (metric -> round spread of earlier A/B runs, and its source): that spread is pooled
-    with this run's rounds (:func:`specwatch.judge.paired.paired_rounds`), and the message says so.
+
+def _message(why: str, summary: paired.PairedRounds, plan: KeyPlan, ratios: Sequence[float], decided: int | None,
+             stopped: int, design: sequential.Design) -> str:
+    """A key's verdict message: the reason, the bounds, where the spread came from, when it settled."""
+    spread = (f"round-to-round spread {summary.spread:.1%}, pooled with {plan.prior.spread:.1%} over "
+              f"{min(plan.prior.df, sequential.MAX_PRIOR_DF)} df of {plan.source}: {summary.pooled_spread:.1%} over "
+              f"{summary.df} df")
+    judged = ratios[:summary.rounds]
+    if plan.recorded and len(judged) >= 2 and (p := paired.noisier_than_prior(judged, plan.prior)) < NOISY_DAY_P:
+        spread += (f"; these rounds wander more than the record ({summary.spread:.1%} against {plan.prior.spread:.1%},"
+                   f" F-test p={p:.2g}): the run is noisier than its record")
+    if decided is not None:
+        when = f"settled at the look after round {decided}"
+    elif stopped < design.last:
+        when = f"still open when the run stopped after round {stopped}"
+    else:
+        when = f"still open at the last look (round {design.last})"
+    return (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over {summary.rounds} "
+            f"round(s), each a fresh boot of both sides; {spread}; {when}")
+
+
+def judge(base_rounds: Sequence[Found], head_rounds: Sequence[Found], settings: RoundSettings,
+          plans: Mapping[str, KeyPlan] | None = None) -> list[KeyVerdict]:
+    """Pure: verdicts of the keys (of ``settings.metrics``) present in every round of both sides.
+
+    ``plans``: each key's round spread and tolerance (:mod:`specwatch.revisions.plan`); a key
+    without one is planned on the settings alone (the given tolerance, the default round spread).
     """
     keys = set.intersection(*(set(r) for r in [*base_rounds, *head_rounds])) if base_rounds and head_rounds else set()
-    chosen = sorted(k for k in keys if k.rsplit("/", 1)[-1] in metrics)
+    chosen = sorted(k for k in keys if k.rsplit("/", 1)[-1] in settings.metrics)
+    design = settings.design
     out = []
     for key in chosen:
         unit, higher = base_rounds[0][key][1], base_rounds[0][key][2]
         pairs = [(statistics.median(b[key][0]), statistics.median(h[key][0]))
                  for b, h in zip(base_rounds, head_rounds, strict=False)]
         ratios = [h / b for b, h in pairs if b > 0 and h > 0]
-        prior, source = (priors or {}).get(key.rsplit("/", 1)[-1], (None, ""))
-        if not ratios or (len(ratios) < 2 and prior is None):
-            if ratios:  # one round, nothing to say how far a round wanders: never a verdict
-                out.append(_one_round_unsure(key, unit, higher, base_rounds, head_rounds, ratios[0], tolerance))
+        if len(ratios) < design.first:
             continue
-        summary, verdict, why = judge_ratios(ratios, higher, tolerance, alpha, prior)
+        plan = (plans or {}).get(key) or plan_key(key, None, design, settings.tolerance)
+        summary, verdict, why, decided = judge_key(ratios, higher, plan, design)
         base_all = [x for r in base_rounds for x in r[key][0]]
         head_all = [x for r in head_rounds for x in r[key][0]]
-        if prior is None:
-            design = f"round-to-round spread {summary.spread:.1%} of these rounds alone"
-        elif summary.rounds == 1:
-            design = (f"one boot of each side: the boot-to-boot term is the round spread of {source}, "
-                      f"{prior.spread:.1%} over {prior.df} df")
-        else:
-            design = (f"round-to-round spread {summary.spread:.1%}, pooled with {prior.spread:.1%} over {prior.df} "
-                      f"df of {source}: {summary.pooled_spread:.1%} over {summary.df} df")
-            if (p_noisy := paired.noisier_than_prior(ratios, prior)) < NOISY_DAY_P:
-                design += (f"; these rounds wander more than the record ({summary.spread:.1%} against "
-                           f"{prior.spread:.1%}, F-test p={p_noisy:.2g}): the pooled spread may understate "
-                           f"today's noise, so re-run before trusting a regression")
-        message = (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over "
-                   f"{summary.rounds} round(s), each a fresh boot of both sides; {design}")
+        message = _message(why, summary, plan, ratios, decided, len(ratios), design)
         out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
-                              len(head_all), summary, ratios, verdict, message, tolerance))
+                              len(head_all), summary, ratios, verdict, message, plan.tolerance, decided))
     return out
 
 
-def prior_source(settings: RoundSettings, lead: str, out: TextIO) -> PriorSource:
-    """The round spread of earlier A/B runs of a machine class, from ``settings.round_history``
-    (printed, one line per metric, or why there is none)."""
-
-    def priors(machine_class: str | None) -> Priors:
-        if not machine_class or not settings.round_history:
-            print(f"{lead} the results record no machine class: judged on these rounds alone", file=out)
-            return {}
-        spread = RoundSpread.for_class(settings.round_history, machine_class)
-        found = {m: (p, spread.describe(m)) for m in settings.metrics if (p := spread.prior(m)) is not None}
-        if not found:
-            print(f"{lead} no earlier A/B rounds in {spread.path}: judged on these rounds alone", file=out, flush=True)
-        for m, (p, where) in found.items():
-            first, most = (paired.detectable(p, n, settings.alpha, settings.tolerance)
-                           for n in (settings.rounds, settings.max_rounds))
-            print(f"{lead} {m}: round spread {p.spread:.2%} over {p.df} df from {where}; at that spread "
-                  f"{settings.rounds} round(s) flag a slowdown of {first:.1%} or more 19 times in 20, "
-                  f"{settings.max_rounds} rounds {most:.1%}", file=out, flush=True)
-        return found
-
-    return priors
+def round_spread_of(settings: RoundSettings, machine_class: str | None, lead: str, out: TextIO) -> RoundSpread | None:
+    """The machine class's round history (None when there is none to read), and a line when there is none."""
+    if not settings.round_history:
+        print(f"{lead} no --round-history: every key is judged at the default round spread", file=out, flush=True)
+        return None
+    if not machine_class:
+        print(f"{lead} the results record no machine class: every key is judged at the default round spread",
+              file=out, flush=True)
+        return None
+    return RoundSpread.for_class(settings.round_history, machine_class)
 
 
 def machine_class_of(results: str | None) -> str | None:
@@ -263,18 +284,6 @@ def machine_class_of(results: str | None) -> str | None:
         return ResultSet.load(results).machine_class if results else None
     except (SpecwatchError, OSError):
         return None
-
-
-def _one_round_unsure(key: str, unit: str, higher: bool, base_rounds: Sequence[Found],
-                      head_rounds: Sequence[Found], ratio: float, tolerance: float) -> KeyVerdict:
-    """The verdict of one round without the round spread of earlier runs: unsure."""
-    summary = paired.PairedRounds(1, ratio, 0.0, math.inf, 1.0, 0.0)
-    message = (f"{(ratio - 1) * 100:+.1f}% in one round, and no round spread of earlier A/B runs of this machine "
-               f"class to say how far a round wanders (record some with --record-rounds, or run more rounds)")
-    base_all = [x for r in base_rounds for x in r[key][0]]
-    head_all = [x for r in head_rounds for x in r[key][0]]
-    return KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all), len(head_all),
-                      summary, [ratio], UNSURE, message, tolerance)
 
 
 def side_config(cfg: MeasureConfig, side: Side, history: Path) -> MeasureConfig:
@@ -306,23 +315,20 @@ def alternate(
     head_first: bool,
     lead: str,
     out: TextIO,
-    settle_every_key: bool = False,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
 
     ``ident(side, r)`` names round r's measurement of a side in the memo. ``head_first``: round 1
     measures head first (a revision that does not build then costs no measurement of the other).
-    ``lead`` starts every progress line. ``settle_every_key``: measure more rounds while any key is
-    unsure, not only while the overall verdict is (``ab`` reports every key). The rounds' pytest
-    runs record into a history file of the memo, never the user's. Stops early, with ``failed``
-    set, at a side that cannot be measured, and with no keys when the two sides share no key of
-    the judged metrics. With ``settings.round_history`` the round spread of earlier A/B runs of
-    the machine class (the class the first results file records) is pooled in (:func:`prior_source`).
+    ``lead`` starts every progress line. The rounds' pytest runs record into a history file of the
+    memo, never the user's. Stops early, with ``failed`` set, at a side that cannot be measured,
+    and with no keys when the two sides share no key of the judged metrics. Each key is planned
+    (round spread, tolerance, what the design catches) at the first look, from the round history of
+    the machine class that the first results file records.
     """
     history = memo.root / f"history-{session}.sqlite"
     taken: dict[str, list[Found]] = {base.name: [], head.name: []}
     result = Rounds([], 0)
-    known: Priors | None = None
     while result.rounds < settings.max_rounds:
         n = result.rounds + 1
         order = (head, base) if (n % 2 == 1) == head_first else (base, head)
@@ -343,14 +349,18 @@ def alternate(
         result.rounds = n
         if n < settings.rounds:
             continue
-        if known is None:
-            known = prior_source(settings, lead, out)(result.machine_class) if settings.round_history else {}
-        result.keys = judge(taken[base.name], taken[head.name], metrics=settings.metrics,
-                            tolerance=settings.tolerance, alpha=settings.alpha, priors=known)
-        settled = [k.verdict != UNSURE for k in result.keys]
-        if not result.keys or (all(settled) if settle_every_key else result.verdict != UNSURE):
+        if not result.plans:
+            shared = set.intersection(*(set(r) for r in [*taken[base.name], *taken[head.name]]))
+            spread = round_spread_of(settings, result.machine_class, lead, out)
+            result.plans = plan_keys((k for k in shared if k.rsplit("/", 1)[-1] in settings.metrics), spread,
+                                     settings.design, settings.tolerance, lead, out)
+        result.keys = judge(taken[base.name], taken[head.name], settings, result.plans)
+        open_keys = [k.key for k in result.keys if k.verdict == UNSURE]
+        if not result.keys or result.verdict == REGRESSION or not open_keys:
             return result
         if n < settings.max_rounds:
-            unsure = ", ".join(k.key for k in result.keys if k.verdict == UNSURE)
-            print(f"{lead} unsure after {n} rounds ({unsure}): one more round", file=out, flush=True)
+            settled = len(result.keys) - len(open_keys)
+            also = f"; {settled} key(s) settled, measured on but no longer judged" if settled else ""
+            print(f"{lead} still open after {n} rounds ({', '.join(open_keys)}): one more round{also}",
+                  file=out, flush=True)
     return result

@@ -7,10 +7,17 @@ a property of the machine class and the server (boot-to-boot luck), not of the c
 each earlier A/B run's log ratios around their own mean measure it. This file keeps them, and
 :func:`specwatch.judge.stats.round_prior` pools them into the prior that ``specwatch ab`` combines
 with its own rounds (a moderated t). Reviewed in git like the baselines beside it.
+
+Each run names the result key it measured (``key``, e.g. ``large-eagle3-tuned/single-stream/decode_tok_s``;
+empty in runs recorded before keys were kept). A key is judged on the spread of its own runs when
+they give at least :data:`MIN_KEY_DF` degrees of freedom, else on every run of its metric on the
+class (:meth:`RoundSpread.prior_for`); where neither exists the A/B rule's conservative default
+applies (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,6 +32,8 @@ FORMAT_VERSION = 1
 FILE_NAME = "round-spread.json"
 #: the most recent runs kept per metric: a machine class's spread is a moving target
 KEEP_RUNS = 200
+#: the degrees of freedom a key's own runs need before they alone give its spread
+MIN_KEY_DF = 4
 
 
 #: a head/base ratio outside this range is no measurement of one server against another
@@ -49,6 +58,7 @@ class RoundRun:
     ratios: tuple[float, ...]
     recorded: str
     label: str
+    key: str = ""  # the result key measured ("" in runs recorded before keys were kept)
 
 
 class RoundSpread:
@@ -74,7 +84,7 @@ class RoundSpread:
             try:
                 ratios = tuple(_ratio(r) for r in run["ratios"])
                 runs.append(RoundRun(str(run["metric"]), ratios, str(run.get("recorded", "")),
-                                     str(run.get("label", ""))))
+                                     str(run.get("label", "")), str(run.get("key", ""))))
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios, each a "
                                  f"head/base ratio between {RATIO_RANGE[0]:g} and {RATIO_RANGE[1]:g}") from None
@@ -89,16 +99,45 @@ class RoundSpread:
         n = sum(1 for r in self.runs if r.metric == metric and len(r.ratios) >= 2)
         return f"{n} earlier A/B run(s) on {self.machine_class} ({self.path})"
 
-    def add(self, metric: str, ratios: Sequence[float], label: str) -> None:
+    def _runs_for(self, key: str) -> tuple[list[RoundRun], str]:
+        """The runs that give ``key``'s spread and what they are: its own, else its metric's (see the module)."""
+        own = [r for r in self.runs if r.key == key and len(r.ratios) >= 2]
+        if sum(len(r.ratios) - 1 for r in own) >= MIN_KEY_DF:
+            return own, f"{len(own)} earlier A/B run(s) of this key on {self.machine_class} ({self.path})"
+        metric = key.rsplit("/", 1)[-1]
+        same = [r for r in self.runs if r.metric == metric and len(r.ratios) >= 2]
+        return same, (f"{len(same)} earlier A/B run(s) of {metric} on {self.machine_class}, any key "
+                      f"({self.path})")
+
+    def prior_for(self, key: str) -> tuple[RoundPrior | None, str]:
+        """(round spread, where it comes from) of a result key: its own runs when they give at least
+        MIN_KEY_DF degrees of freedom, else every run of its metric; (None, "") when there are none."""
+        runs, source = self._runs_for(key)
+        found = round_prior([r.ratios for r in runs])
+        return (found, source) if found is not None else (None, "")
+
+    def residuals(self, key: str) -> list[float]:
+        """The recorded rounds behind :meth:`prior_for`, as log ratios around their own run's mean,
+        scaled by sqrt(n / (n - 1)) so that their spread is the round spread: what a replay draws."""
+        runs, _ = self._runs_for(key)
+        out: list[float] = []
+        for run in runs:
+            logs = [math.log(r) for r in run.ratios]
+            mean = sum(logs) / len(logs)
+            scale = math.sqrt(len(logs) / (len(logs) - 1))
+            out += [(x - mean) * scale for x in logs]
+        return out
+
+    def add(self, metric: str, ratios: Sequence[float], label: str, key: str = "") -> None:
         """Append one run's ratios (kept only with two rounds or more: one round says nothing of the spread)."""
         if len(ratios) >= 2:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label))
+            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key))
 
     @classmethod
     def append(cls, baseline_dir: str | Path, machine_class: str,
-               runs: Sequence[tuple[str, Sequence[float], str]]) -> Path:
-        """Add runs (metric, ratios, label) to the class's file: read, add and write under an
+               runs: Sequence[tuple[str, Sequence[float], str] | tuple[str, Sequence[float], str, str]]) -> Path:
+        """Add runs (metric, ratios, label[, key]) to the class's file: read, add and write under an
         exclusive lock, so two A/B runs recording at once (one per GPU) both land."""
         import fcntl
 
@@ -107,22 +146,23 @@ class RoundSpread:
         with open(path.with_name(f".{FILE_NAME}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             spread = cls.for_class(baseline_dir, machine_class)
-            for metric, ratios, label in runs:
-                spread.add(metric, ratios, label)
+            for metric, ratios, label, *key in runs:
+                spread.add(metric, ratios, label, *key)
             return spread.save()
 
     def save(self) -> Path:
-        """Write the file atomically, the most recent ``KEEP_RUNS`` runs of each metric."""
+        """Write the file atomically, the most recent ``KEEP_RUNS`` runs of each key (of each metric, for
+        runs without a key)."""
         kept: list[RoundRun] = []
-        for metric in dict.fromkeys(r.metric for r in self.runs):
-            kept += [r for r in self.runs if r.metric == metric][-KEEP_RUNS:]
+        for group in dict.fromkeys((r.metric, r.key) for r in self.runs):
+            kept += [r for r in self.runs if (r.metric, r.key) == group][-KEEP_RUNS:]
         data: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "machine_class": self.machine_class,
-            "runs": [{"metric": r.metric, "ratios": list(r.ratios), "recorded": r.recorded, "label": r.label}
-                     for r in kept],
+            "runs": [{"metric": r.metric, "ratios": list(r.ratios), "recorded": r.recorded, "label": r.label,
+                      **({"key": r.key} if r.key else {})} for r in kept],
         }
         return atomic_write_json(self.path, data)
 
 
-__all__ = ["FILE_NAME", "FORMAT_VERSION", "RoundRun", "RoundSpread"]
+__all__ = ["FILE_NAME", "FORMAT_VERSION", "MIN_KEY_DF", "RoundRun", "RoundSpread"]
