@@ -482,6 +482,46 @@ def test_classify_never_blames_what_could_not_be_measured() -> None:
     for rc in (2, 3, 4, 5):
         assert classify(rc, True)[0] == SKIP
     assert classify(None, True)[0] == SKIP  # timeout
+    # the reason says what ran: a clean run whose gates all skipped is a measurement, not "all passed"
+    assert classify(0, True, skipped=3, tests=3) == (GOOD, "measured; every gate was skipped (3 skipped, none ran)")
+    assert classify(0, True, skipped=1, tests=3) == (GOOD, "measured; 2 gate(s) passed, 1 skipped")
+    assert classify(0, True, tests=2) == (GOOD, "all 2 gate(s) passed")
+
+
+SKIPPING_TEST = """import json
+import pytest
+
+
+def test_measures_then_skips(options):
+    results, _ = options
+    doc = {"version": 1, "created": "2026-01-01T00:00:00+00:00", "commit": None, "machine": {},
+           "results": [{"key": "p/w/output_tok_s", "profile": "p", "workload": "w", "metric": "output_tok_s",
+                        "unit": "tok/s", "higher_is_better": True, "samples": [1.0, 1.1], "extra": {}}]}
+    with open(results, "w") as fh:
+        json.dump(doc, fh)
+    pytest.skip("no baseline for this machine")
+
+
+def test_another_gate():
+    pytest.skip("not on this profile")
+"""
+
+
+def test_the_step_line_says_every_gate_was_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: the memo's step line said 'good (all gates passed)' when every gate had skipped."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "conftest.py").write_text(CONFTEST)
+    (tree / "test_skip.py").write_text(SKIPPING_TEST)
+    (tree / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider -p no:specwatch\n")
+    memo = Memo(tmp_path / "memo")
+    entry = measure(tree, MeasureConfig(pytest_args=("-q", "test_skip.py")), memo, "m", "tree", reference=None,
+                    commit="c", session="s")
+    assert entry.verdict == GOOD, memo.log_path("m").read_text()
+    assert entry.reason == "measured; every gate was skipped (2 skipped, none ran)"
+    assert "[specwatch] verdict: good (measured; every gate was skipped (2 skipped, none ran))" in (
+        memo.log_path("m").read_text())
 
 
 def test_cli_arguments_split_at_double_dash() -> None:

@@ -71,14 +71,23 @@ class MeasureConfig:
         return cls(**{**data, "pytest_args": tuple(data["pytest_args"])})
 
 
-def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors: int = 0) -> tuple[str, str]:
-    """Map a pytest run to (verdict, reason); anything that is not a clean measurement is skip."""
+def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors: int = 0, skipped: int = 0,
+             tests: int | None = None) -> tuple[str, str]:
+    """Map a pytest run to (verdict, reason); anything that is not a clean measurement is skip.
+    ``tests``/``skipped`` (from the JUnit file) make the reason say what ran: a clean run whose
+    every gate was skipped is a measurement, not "all gates passed"."""
     if pytest_rc is None:
         return SKIP, "pytest timed out"
     if not results_ok:
         return SKIP, f"no results file written (pytest exit {pytest_rc})"
     if pytest_rc == 0:
-        return GOOD, "all gates passed"
+        passed = None if tests is None else tests - skipped - failures - errors
+        if passed == 0 and skipped:
+            return GOOD, f"measured; every gate was skipped ({skipped} skipped, none ran)"
+        if skipped:
+            return GOOD, f"measured; {passed} gate(s) passed, {skipped} skipped" if passed is not None else (
+                f"measured; {skipped} gate(s) skipped, the rest passed")
+        return GOOD, "all gates passed" if passed is None else f"all {passed} gate(s) passed"
     if pytest_rc == 1:
         if errors and not failures:
             return SKIP, f"{errors} error(s) and no failed gate: could not measure (server boot?)"
@@ -127,13 +136,14 @@ def run_logged(
         raise
 
 
-def _junit_counts(path: Path) -> tuple[int, int]:
-    """(failures, errors) in a JUnit XML file; (0, 0) if it is missing."""
+def _junit_counts(path: Path) -> tuple[int, int, int, int | None]:
+    """(failures, errors, skipped, tests) in a JUnit XML file; (0, 0, 0, None) if it is missing."""
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
-        return 0, 0
-    return sum(1 for _ in root.iter("failure")), sum(1 for _ in root.iter("error"))
+        return 0, 0, 0, None
+    return (sum(1 for _ in root.iter("failure")), sum(1 for _ in root.iter("error")),
+            sum(1 for _ in root.iter("skipped")), sum(1 for _ in root.iter("testcase")))
 
 
 def _results_ok(path: Path) -> bool:
