@@ -9,6 +9,7 @@ __all__ = [
     "levels",
     "paired",
     "replay",
+    "sequential",
     "speculative",
     "stats",
     "tuning",

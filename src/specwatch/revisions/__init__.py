@@ -3,7 +3,8 @@
 - ``step``: one measurement of one checkout (setup, then a pytest run in its own process group);
 - ``memo``: the memo of measured revisions (entries, results files, logs);
 - ``git``: revisions, temporary worktrees, the default memo folder;
-- ``rounds``: the A/B measurement, two sides in alternating rounds, and its verdict;
+- ``rounds``: the A/B measurement, two sides in alternating rounds, and its verdict look after look;
+- ``plan``: each judged key's round spread, tolerance and what the design catches 19 times in 20;
 - ``ab``: ``specwatch ab``;
 - ``power``: ``specwatch ab-power``, simulated verdicts of ``ab`` at a machine class's round spread;
 - ``bisection``: what both bisections share (a step's A/B against good, the outcome, its report);
@@ -18,6 +19,7 @@ __all__ = [
     "gitbisect",
     "memo",
     "patches",
+    "plan",
     "power",
     "rounds",
     "step",
