@@ -1,6 +1,6 @@
 """GPU smoke of the reference server: boot, generate, read metrics; dump worker stacks if it hangs.
 
-Usage: python docs/validation/gpu_smoke.py OUTDIR -- [refserver flags]
+Usage: python docs/validation/smoke.py OUTDIR -- [refserver flags]   (harness scenario `smoke`)
 """
 
 import json

@@ -1,0 +1,675 @@
+"""GPU validation of specwatch, one command for every session: named scenarios, raw output kept as data.
+
+    python docs/validation/harness.py list                       # the scenarios, what each measures
+    python docs/validation/harness.py show ab-x1 --set alpha=0.001   # its exact commands; nothing runs
+    python docs/validation/harness.py run ab-x1 --deadline 540 --archive "$OUT/ab-x1.tgz"
+
+``run`` writes everything under ``docs/validation/data/<run>/`` (default ``<UTC date>-<scenario>``):
+``run.json`` (scenario, settings, code version, machine, every step's command, exit and seconds),
+``steps.txt`` (one line per step, as the session scripts wrote it), ``gpu.txt`` (nvidia-smi), one
+``<step>.txt`` per step (its whole output), the results files of its pytest runs and the profile
+variants it generated (``profiles/``). ``--archive`` also packs that folder into one .tgz (the device
+machine returns few files per call); unpack it into docs/validation/data/ and add the run to runs.toml.
+``--deadline`` is the call's seconds: no step starts past it, and each step's limit is cut to what is left.
+
+Settings (``--set KEY=VALUE``, see ``show``) choose the profile files, GPUs, counts and thresholds; a
+scenario run on CPU variants of the profiles (``--set device=cpu``) checks the plumbing without a GPU.
+When ``.whl/*.whl`` exists (the setproctitle wheel carried to a bare device machine), it is installed
+into /tmp/site first, and ``src/`` is put on PYTHONPATH, as the session scripts did.
+
+The scenarios replace the per-session scripts (gpu_validate.sh, gpu_session2.sh, gpu_session3[abc].sh,
+gpu_next.sh, gpu_ab.sh, gpu_s7[abc].sh; in git before this file): each old stage is a scenario here, and
+``list`` names the script each came from. changelog.md tells what each session found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "docs" / "validation" / "data"
+FORMAT_VERSION = 1
+
+#: every setting a scenario may read, with its default; ``--set KEY=VALUE`` overrides
+SETTINGS: dict[str, str] = {
+    "small": "fixtures/profiles/gpu-ref-small.toml",
+    "small_tp2": "fixtures/profiles/gpu-ref-small-tp2.toml",
+    "large": "fixtures/profiles/gpu-ref-large.toml",
+    "large_socket": "fixtures/profiles/gpu-ref-large-tp2-socket.toml",
+    "small_sweep": "fixtures/profiles/gpu-ref-small-sweep.toml",
+    "large_sweep": "fixtures/profiles/gpu-ref-large-sweep.toml",
+    "graph_bs4": "fixtures/profiles/gpu-ref-small-graph-bs4.toml",
+    "ab_base": "docs/validation/ab/large-base.toml",
+    "ab_slow": "docs/validation/ab/large-slow-180k.toml",
+    "ab_base_tp2": "docs/validation/ab/small-tp2-base.toml",
+    "ab_slow_tp2": "docs/validation/ab/small-tp2-slow.toml",
+    "profile": "large",  # drift-pytest / drift-repeat: which profile setting they measure
+    "server": "large-eagle3-tuned",  # ... and which of its servers
+    "gpus": "0,1",  # GPUs used one per lane by the scenarios that run a lane per GPU
+    "slowdown": "8",  # drift-pytest: --ref-fault-slowdown of the slowed runs (percent)
+    "levels": "0,10",  # drift-repeat: slowdowns measured in every repetition (percent), shuffled
+    "seed": "7",
+    "records": "4",  # drift-pytest: recording sessions per GPU
+    "pairs": "3",  # drift-pytest: slowed/healthy pairs per GPU
+    "rounds": "2",
+    "max_rounds": "4",
+    "tolerance": "0.005",
+    "alpha": "0.01",
+    "device": "",  # "cpu": every profile becomes a CPU variant (a plumbing check, not a measurement)
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command: its output goes to ``<name>.txt``; ``gpu`` sets CUDA_VISIBLE_DEVICES."""
+
+    name: str
+    argv: list[str]
+    timeout: int
+    gpu: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``steps`` again and again (``<name>-1``, ``-2``, ...) while ``min_left`` seconds remain."""
+
+    steps: list[Step]
+    min_left: int
+    limit: int = 1000
+
+
+@dataclass(frozen=True)
+class Call:
+    """A step done in-process (``fn(run_dir)``), logged like a command."""
+
+    name: str
+    fn: Callable[[Path, dict[str, str]], str]
+
+
+Lane = list  # of Step | Repeat | Call, in order
+Stage = list  # of Lane, run at the same time
+
+
+class Plan:
+    """What a scenario builds from the settings: profile variants to write, then stages to run."""
+
+    def __init__(self, settings: dict[str, str], run: Path) -> None:
+        self.s = settings
+        self.run = run
+        self.variants: dict[str, str] = {}  # path relative to the repository -> text
+        self.stages: list[Stage] = []
+        self.py = sys.executable
+
+    def profile(self, path: str, name: str | None = None, defaults: tuple[str, ...] = (),
+                replace: tuple[tuple[str, str], ...] = (), append: tuple[str, ...] = ()) -> str:
+        """``path`` (a setting's value or a file), or a variant of it in the run's profiles/ folder."""
+        path = self.s.get(path, path)
+        if self.s["device"]:
+            defaults = (*defaults, f'device = "{self.s["device"]}"')
+        if not (defaults or replace or append):
+            return path
+        text = (ROOT / path).read_text()
+        for pattern, repl in replace:
+            text = re.sub(pattern, repl, text, flags=re.M)
+        if defaults:
+            text = _with_defaults(text, defaults)
+        text += "".join(f"{a}\n" for a in append)
+        folder = (ROOT / path).parent
+        text = re.sub(r'^(pythonpath = \[)([^\]]*)\]', lambda m: m[1] + ", ".join(
+            f'"{(folder / p).resolve()}"' for p in re.findall(r'"([^"]+)"', m[2])) + "]", text, flags=re.M)
+        rel = str((self.run / "profiles" / f"{name or Path(path).stem}.toml").relative_to(ROOT))
+        self.variants[rel] = text
+        return rel
+
+    def pytest(self, name: str, timeout: int, *args: str, gpu: str | None = None,
+               baselines: str | None = None, env: dict[str, str] | None = None) -> Step:
+        """A pytest run whose report folder, results file and history live in the run folder."""
+        run = self.rel(self.run)
+        argv = [self.py, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--specwatch-commit", "{commit}", *args,
+                f"--specwatch-report-dir={run}/{name}", f"--specwatch-results={run}/{name}.json",
+                f"--specwatch-history={run}/history.sqlite"]
+        if baselines:
+            argv.append(f"--specwatch-baseline-dir={baselines}")
+        return Step(name, argv, timeout, gpu, env or {})
+
+    def cli(self, name: str, timeout: int, *args: str, gpu: str | None = None,
+            env: dict[str, str] | None = None) -> Step:
+        return Step(name, [self.py, "-m", "specwatch.cli", *args], timeout, gpu, env or {})
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(ROOT))
+
+    def gpus(self) -> list[str]:
+        return [g for g in self.s["gpus"].split(",") if g]
+
+    def floats(self, key: str) -> list[float]:
+        return [float(x) for x in self.s[key].split(",") if x]
+
+
+def _with_defaults(text: str, lines: tuple[str, ...]) -> str:
+    """``lines`` (``key = value``) set in the [defaults] table, replacing the same keys there."""
+    keys = {line.split("=", 1)[0].strip() for line in lines}
+    block = "".join(f"{x}\n" for x in lines)
+    m = re.search(r"^\[defaults\]\n", text, flags=re.M)
+    if not m:  # no [defaults]: one before the first table
+        first = re.search(r"^\[", text, flags=re.M)
+        at = first.start() if first else len(text)
+        return f"{text[:at]}[defaults]\n{block}\n{text[at:]}"
+    nxt = re.search(r"^\[", text[m.end():], flags=re.M)
+    stop = m.end() + nxt.start() if nxt else len(text)
+    kept = [x for x in text[m.end():stop].splitlines(keepends=True) if x.split("=", 1)[0].strip() not in keys]
+    return text[:m.end()] + block + "".join(kept) + text[stop:]
+
+
+#: the line of a step's output that the step log repeats: pytest's summary, ab's verdict
+FINAL = re.compile(r"^(=*\s*\d+ \w+.* in [\d.]+s|\[ab\] (REGRESSION|UNSURE|no regression))")
+
+SOCKETS = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+SOCKET_ENV = 'extra_env = { NCCL_P2P_DISABLE = "1", NCCL_SHM_DISABLE = "1" }'
+EXPECT_EFFECT = (r"^expect_tuning_effect = false.*$", "expect_tuning_effect = true")
+
+
+def _slowed(p: Plan, pct: float) -> str:
+    base = p.s[p.s["profile"]]
+    if not pct:
+        return p.profile(base)
+    return p.profile(base, f"slow{pct:g}", defaults=(f'extra_args = ["--ref-fault-slowdown", "{pct:g}"]',))
+
+
+def _merge(pattern: str, dest: str, keep: int) -> Callable[[Path, dict[str, str]], str]:
+    """Every results file matching ``pattern`` in the run folder into one baseline, oldest first."""
+
+    def merge(run: Path, env: dict[str, str]) -> str:
+        found = sorted(run.glob(pattern), key=lambda f: json.loads(f.read_text()).get("created", ""))
+        for f in found:
+            subprocess.run([sys.executable, "-m", "specwatch.cli", "baseline", "update", str(f), "--baseline-dir",
+                            str(run / dest), "--keep-sessions", str(keep)], check=True, cwd=ROOT,
+                           env=env, stdout=subprocess.DEVNULL)
+        return f"{len(found)} results file(s) merged into {dest}/ oldest first"
+
+    return merge
+
+
+def _copy_round_history(cls: str) -> Callable[[Path, dict[str, str]], str]:
+    def copy(run: Path, env: dict[str, str]) -> str:
+        src = ROOT / "baselines" / cls
+        (run / "round-history" / cls).mkdir(parents=True, exist_ok=True)
+        if (src / "round-spread.json").exists():
+            shutil.copy(src / "round-spread.json", run / "round-history" / cls / "round-spread.json")
+        return f"round history of {cls} copied (the verdicts add to the copy)"
+
+    return copy
+
+
+def _ab(p: Plan, name: str, base: str, head: str, gpu: str | None, timeout: int = 300) -> Step:
+    s = p.s
+    return p.cli(name, timeout, "ab", "--base-profile", p.profile(base), "--head-profile", p.profile(head),
+                 "--rounds", s["rounds"], "--max-rounds", s["max_rounds"], "--tolerance", s["tolerance"],
+                 "--alpha", s["alpha"], "--metric", "decode_tok_s", "--round-history", f"{p.rel(p.run)}/round-history",
+                 "--record-rounds", "--memo", f"/tmp/specwatch-abmemo-{name}", "--",
+                 "-m", "perf", "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider",
+                 "-q",
+                 "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
+                 f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu=gpu)
+
+
+def _yardsticks(p: Plan, when: str = "") -> Lane:
+    return [Step(f"yardstick-gpu{g}{when}", [p.py, "-m", "specwatch.load.yardstick", "--json"], 60, g)
+            for g in p.gpus()]
+
+
+def smoke(p: Plan) -> None:
+    args = ["--model-path", "ref-small", "--device", p.s["device"] or "cuda", "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "2"]
+    p.stages = [[[Step("smoke-tp2", [p.py, "docs/validation/smoke.py", p.rel(p.run), "--", *args, "--tp-size", "2"],
+                       200),
+                  Step("smoke-tp1", [p.py, "docs/validation/smoke.py", p.rel(p.run), "--", *args], 200, "0")]]]
+
+
+def perf_x1(p: Plan) -> None:
+    p.stages = [[[p.pytest("perf-x1", 400, "-m", "perf", f"--specwatch-profiles={p.profile('small')}", gpu="0")]]]
+
+
+def suites_x1(p: Plan) -> None:
+    small, scratch = p.profile("small"), f"{p.rel(p.run)}/baselines"
+    slow = p.profile("small", "slow8", defaults=('extra_args = ["--ref-fault-slowdown", "8"]',))
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", "drift and eagle3-tuned", "--specwatch-runs", "10"]
+    p.stages = [[[p.pytest("tp1-suite", 330, "-m", "perf or correctness", "tests/perf", "tests/correctness",
+                           f"--specwatch-profiles={small}", "--update-baselines", "--specwatch-runs", "10", gpu="0",
+                           baselines=scratch),
+                  p.pytest("tp1-drift-slow8", 100, *k, f"--specwatch-profiles={slow}", gpu="0", baselines=scratch),
+                  p.pytest("tp1-drift-healthy", 100, *k, f"--specwatch-profiles={small}", gpu="0",
+                           baselines=scratch)]]]
+
+
+def suites_x2(p: Plan) -> None:
+    scratch = f"{p.rel(p.run)}/baselines"
+    sock = p.profile("small_tp2", "socket", defaults=(SOCKET_ENV,), replace=(EXPECT_EFFECT,))
+    p.stages = [[[p.pytest("tp2-suite", 300, "-m", "perf", "tests/perf",
+                           f"--specwatch-profiles={p.profile('small_tp2')}", "--update-baselines",
+                           "--specwatch-runs", "10", baselines=scratch),
+                  p.pytest("tp2-socket-tuning", 240, "-m", "perf", "tests/perf/test_gates.py", "-k", "tuned",
+                           f"--specwatch-profiles={sock}", "--specwatch-machine-class", "h200x2-socket",
+                           "--specwatch-runs", "12", baselines=scratch)]]]
+
+
+def drift_pytest(p: Plan) -> None:
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", f"drift and {p.s['server']}"]
+    healthy, slow = _slowed(p, 0), _slowed(p, float(p.s["slowdown"]))
+    merged = f"{p.rel(p.run)}/baselines"
+    records = [[p.pytest(f"g{g}-record-{i}", 150, *k, f"--specwatch-profiles={healthy}", "--update-baselines",
+                         gpu=g, baselines=f"{p.rel(p.run)}/scratch-g{g}")
+                for i in range(1, int(p.s["records"]) + 1)] for g in p.gpus()]
+    pairs = [[step for i in range(1, int(p.s["pairs"]) + 1) for step in (
+        p.pytest(f"g{g}-slow{p.s['slowdown']}-{i}", 120, *k, f"--specwatch-profiles={slow}", gpu=g, baselines=merged),
+        p.pytest(f"g{g}-healthy-{i}", 120, *k, f"--specwatch-profiles={healthy}", gpu=g, baselines=merged))]
+        for g in p.gpus()]
+    p.stages = [records, [[Call("merge-records", _merge("g*-record-*.json", "baselines", 60))]], pairs]
+
+
+def drift_repeat(p: Plan) -> None:
+    """One pytest drift run per level per repetition (levels shuffled, seeded), judged by sensitivity."""
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", f"drift and {p.s['server']}"]
+    levels = p.floats("levels")
+    lanes = []
+    for g in p.gpus():
+        order = levels[:]
+        random.Random(f"{p.s['seed']}-{g}").shuffle(order)
+        lanes.append([Repeat([p.pytest(f"g{g}-s{lv:g}", 120, *k, f"--specwatch-profiles={_slowed(p, lv)}", gpu=g,
+                                       baselines="/tmp/specwatch-none") for lv in order], min_left=130)])
+    groups = [a for lv in levels if lv for a in ("--slowed", f"@{p.rel(p.run)}/g*-s{lv:g}-*.json")]
+    judge = p.cli("sensitivity", 120, "sensitivity", f"@{p.rel(p.run)}/g*-s0-*.json", *groups,
+                  "--metric", "decode_tok_s")
+    p.stages = [lanes, [[judge]]]
+
+
+def tuning_x2(p: Plan) -> None:
+    sock = p.profile("small_tp2", "socket", defaults=(SOCKET_ENV,),
+                     replace=(EXPECT_EFFECT, (r"^alternate_rounds = .*$", "alternate_rounds = 2")),
+                     append=("interleave_runs = true", "tuning_min_effect = 0.03"))
+    gate = ["-m", "perf", "tests/perf/test_gates.py", "-k", "tuned"]
+    p.stages = [[[p.pytest("tp2-socket-small", 400, *gate, f"--specwatch-profiles={sock}",
+                           "--specwatch-machine-class", "h200x2-socket"),
+                  p.pytest("tp2-nvlink-small", 300, *gate, f"--specwatch-profiles={p.profile('small_tp2')}"),
+                  p.pytest("tp2-socket-large", 300, *gate, f"--specwatch-profiles={p.profile('large_socket')}",
+                           "--specwatch-machine-class", "h200x2-socket")]]]
+
+
+def record_x1(p: Plan) -> None:
+    small = p.profile("small")
+    lanes = [[p.pytest(f"x1-g{g}", 420, "-m", "perf", "tests/perf", f"--specwatch-profiles={small}",
+                       "--update-baselines", gpu=g, baselines=f"{p.rel(p.run)}/scratch-g{g}"),
+              Repeat([p.pytest(f"x1-g{g}-s", 200, "-m", "perf", "tests/perf/test_throughput.py",
+                               f"--specwatch-profiles={small}", "--update-baselines", gpu=g,
+                               baselines=f"{p.rel(p.run)}/scratch-g{g}")], min_left=210)] for g in p.gpus()]
+    p.stages = [lanes]
+
+
+def record_x2(p: Plan) -> None:
+    one = p.profile("small_tp2", "tp2-1round", replace=((r"^alternate_rounds = .*$", "alternate_rounds = 1"),))
+    p.stages = [[[Repeat([p.pytest("x2-s", 240, "-m", "perf", "tests/perf", "-k", "not test_tuned",
+                                   f"--specwatch-profiles={one}", "--update-baselines",
+                                   baselines=f"{p.rel(p.run)}/scratch-x2")], min_left=250)]]]
+
+
+def correctness(p: Plan) -> None:
+    c = ["-m", "correctness", "tests/correctness"]
+    p.stages = [[[p.pytest("correct-tp2", 330, *c, f"--specwatch-profiles={p.profile('small_tp2')}"),
+                  p.pytest("correct-tp1", 240, *c, f"--specwatch-profiles={p.profile('small')}", gpu="0")]]]
+
+
+def matrix_x2(p: Plan) -> None:
+    p.stages = [[[p.pytest("matrix-tp2", 560, "-m", "perf", "tests/perf",
+                           f"--specwatch-profiles={p.profile('small_tp2')}", "--update-baselines",
+                           baselines=f"{p.rel(p.run)}/scratch")]]]
+
+
+def allreduce(p: Plan) -> None:
+    probe = ["--rounds", "6", "--timeout", "60"]
+    p.stages = [[[p.cli("allreduce-small-nvlink", 290, "allreduce", p.profile("small_tp2"), *probe),
+                  p.cli("allreduce-small-sock", 290, "allreduce", p.profile("small_tp2"), *probe, env=SOCKETS),
+                  p.cli("allreduce-large-sock", 290, "allreduce", p.profile("large_socket"), *probe)]]]
+
+
+def ab_x1(p: Plan) -> None:
+    gpus = p.gpus()
+    slow = Repeat([_ab(p, "ab-slow", "ab_base", "ab_slow", gpus[0])], min_left=150)
+    same = Repeat([_ab(p, "ab-same", "ab_base", "ab_base", gpus[-1])], min_left=150)
+    p.stages = [[[Call("round-history", _copy_round_history("h200x1"))]], [_yardsticks(p, "-start")],
+                [[slow], [same]] if len(gpus) > 1 else [[Repeat([*slow.steps, *same.steps], min_left=150)]],
+                [_yardsticks(p, "-end")]]
+
+
+def ab_x2(p: Plan) -> None:
+    p.stages = [[[Call("round-history", _copy_round_history("h200x2-nvlink"))]],
+                [[Repeat([_ab(p, "ab-tp2-slow", "ab_base_tp2", "ab_slow_tp2", None, 320),
+                          _ab(p, "ab-tp2-same", "ab_base_tp2", "ab_base_tp2", None, 320)], min_left=130)]]]
+
+
+def _sweep(p: Plan, name: str, profile: str, timeout: int, gpu: str | None = None,
+           env: dict[str, str] | None = None) -> Step:
+    return p.pytest(name, timeout, "-m", "perf", "tests/perf/test_sweep.py", f"--specwatch-profiles={profile}",
+                    gpu=gpu, env=env)
+
+
+def sweep(p: Plan) -> None:
+    g = p.gpus()
+    p.stages = [[[_sweep(p, "sweep-small", p.profile("small_sweep"), 300, g[0])],
+                 [_sweep(p, "sweep-large", p.profile("large_sweep"), 480, g[-1])]]]
+
+
+def sweep_x2(p: Plan) -> None:
+    small = p.profile("small_sweep", "small-sweep-tp2", defaults=("tp = 2",))
+    large = p.profile("large_sweep", "large-sweep-tp2", defaults=("tp = 2",))
+    p.stages = [[[_sweep(p, "sweep-small-tp2", small, 200), _sweep(p, "sweep-small-tp2-sock", small, 200, env=SOCKETS),
+                  _sweep(p, "sweep-large-tp2", large, 400)]]]
+
+
+def graphs(p: Plan) -> None:
+    c = ["-m", "correctness", "tests/correctness/test_verify_graphs.py"]
+    p.stages = [[[p.pytest("graphs-c16", 130, *c, f"--specwatch-profiles={p.profile('graph_bs4')}", gpu="0"),
+                  Step("engine-above-captured", [p.py, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+                                                 "tests/refserver/test_engine.py", "-k", "above_the_largest_captured"],
+                       90, "0"),
+                  p.pytest("graphs-c16-tp2", 130, *c,
+                           f"--specwatch-profiles={p.profile('graph_bs4', 'graph-bs4-tp2', defaults=('tp = 2',))}")]]]
+
+
+def drift_x2(p: Plan) -> None:
+    p.stages = [[[p.pytest("drift-tp2", 330, "-m", "perf", "tests/perf/test_throughput.py", "-k", "drift",
+                           f"--specwatch-profiles={p.profile('small_tp2')}")]]]
+
+
+def steps_large(p: Plan) -> None:
+    p.stages = [[[Step("steps-large", [p.py, "benchmarks/refserver_steps.py", "--preset", "ref-large",
+                                       "--num-steps", "2", "--max-new", "128", "--iters", "20", "--extra-presets",
+                                       "ref-large-perfect,ref-large-poor", "--out", f"{p.rel(p.run)}/steps-large.json"],
+                       170, "0")]]]
+
+
+def yardstick(p: Plan) -> None:
+    p.stages = [[_yardsticks(p)]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    came_from: str  # the session script (and stage) it replaces
+    build: Callable[[Plan], None]
+
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("smoke", "boot ref-small EAGLE3 at TP=2 and TP=1, 3 requests, the CUDA-graph counters",
+             "gpu_smoke.py (session 1)", smoke),
+    Scenario("perf-x1", "the shipped one-GPU set, `pytest -m perf` against the committed baselines",
+             "session 6, call 4 (a pytest command)", perf_x1),
+    Scenario("suites-x1", "one GPU: perf + correctness suites recording baselines, then drift with/without 8%",
+             "gpu_validate.sh tp1 (session 1)", suites_x1),
+    Scenario("suites-x2", "TP=2: the perf suite recording baselines, then tuned/untuned over sockets",
+             "gpu_validate.sh tp2 (session 1)", suites_x2),
+    Scenario("drift-pytest", "per GPU: record sessions, merge them oldest first, then slowed/healthy pairs",
+             "gpu_validate.sh final, gpu_session2.sh, gpu_session3b.sh, gpu_session3c.sh (sessions 1-3)",
+             drift_pytest),
+    Scenario("drift-repeat", "per GPU, until the deadline: every slowdown level in shuffled order; sensitivity",
+             "drift_experiment.py via gpu_session3a.sh, gpu_session3b.sh, gpu_next.sh tenpct (sessions 2-4)",
+             drift_repeat),
+    Scenario("tuning-x2", "tuned against untuned at TP=2: sockets (runs interleaved), NVLink, ref-large sockets",
+             "gpu_session2.sh, gpu_next.sh socket, gpu_session3c.sh (sessions 2-4)", tuning_x2),
+    Scenario("record-x1", "per GPU: the one-GPU matrix timed, recording; then more sessions until the deadline",
+             "gpu_next.sh record1 (session 4)", record_x1),
+    Scenario("record-x2", "TP=2 recording sessions (one round) until the deadline", "gpu_next.sh record2 (session 4)",
+             record_x2),
+    Scenario("correctness", "tests/correctness at TP=2, then on one GPU", "gpu_next.sh correct2 (session 5)",
+             correctness),
+    Scenario("matrix-x2", "the whole TP=2 perf matrix, timed, recording a session", "gpu_next.sh matrix2 (session 5)",
+             matrix_x2),
+    Scenario("allreduce", "specwatch allreduce: ref-small NVLink and sockets, ref-large sockets",
+             "gpu_next.sh allreduce, gpu_s7b.sh allreduce-* (sessions 5, 7)", allreduce),
+    Scenario("ab-x1", "specwatch ab, ref-large: slowed vs healthy on one GPU, A/A on the other, round history",
+             "gpu_ab.sh, gpu_s7a.sh (sessions 6, 7)", ab_x1),
+    Scenario("ab-x2", "specwatch ab at TP=2, ref-small: slowed and A/A in turn until the deadline",
+             "gpu_s7c.sh (session 7)", ab_x2),
+    Scenario("sweep", "concurrency sweeps on one GPU each: ref-small, ref-large", "gpu_s7c.sh, call D (session 7)",
+             sweep),
+    Scenario("sweep-x2", "concurrency sweeps at TP=2: ref-small NVLink and sockets, ref-large",
+             "gpu_s7b.sh (session 7)", sweep_x2),
+    Scenario("graphs", "verify graphs at concurrency 16 (captured for bs 1-4 only), one GPU and TP=2",
+             "gpu_s7b.sh, gpu_s7c.sh (session 7)", graphs),
+    Scenario("drift-x2", "drift of the shipped TP=2 set against the committed h200x2-nvlink baselines",
+             "gpu_s7b.sh drift-tp2 (session 7)", drift_x2),
+    Scenario("steps-large", "the engine's step benchmark of ref-large (graphed/eager decode and verify)",
+             "gpu_session3a.sh (session 3)", steps_large),
+    Scenario("yardstick", "the machine yardstick on each GPU", "gpu_s7a.sh, gpu_s7b.sh (session 7)", yardstick),
+)}
+
+
+def _expand(argv: list[str], ctx: dict[str, str]) -> list[str]:
+    """``{commit}`` and the like filled in; ``@GLOB`` (relative to the repository) becomes the files it matches."""
+    out: list[str] = []
+    for a in argv:
+        a = a.replace("{commit}", ctx["commit"])
+        out.extend(sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(a[1:])) if a.startswith("@") else [a])
+    return out
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def code_version() -> str:
+    sha = _git("rev-parse", "--short=10", "HEAD")
+    if not sha:
+        return "unknown"
+    return sha + ("-dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+class Runner:
+    """Runs a plan's stages under one deadline, logging each step the way the session scripts did."""
+
+    def __init__(self, plan: Plan, deadline: float, commit: str) -> None:
+        self.plan, self.deadline, self.t0 = plan, deadline, time.monotonic()
+        self.ctx = {"commit": commit}
+        self.records: list[dict] = []
+        self.lock = threading.Lock()
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
+
+    def left(self) -> float:
+        return self.deadline - (time.monotonic() - self.t0)
+
+    def note(self, line: str) -> None:
+        with self.lock, (self.plan.run / "steps.txt").open("a") as f:
+            text = f"[{time.monotonic() - self.t0:.0f}s] {line}"
+            f.write(text + "\n")
+            print(text, flush=True)
+
+    def step(self, step: Step | Call, name: str | None = None) -> None:
+        name = name or step.name
+        t = time.monotonic()
+        if isinstance(step, Call):
+            argv = [f"<{step.name}>"]
+            try:
+                rc, rest = 0, step.fn(self.plan.run, self.env)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                rc, rest = 1, str(exc)
+        else:
+            argv = _expand(step.argv, self.ctx)
+            env = dict(self.env, **step.env, **({"CUDA_VISIBLE_DEVICES": step.gpu} if step.gpu is not None else {}))
+            limit = max(1, int(min(step.timeout, self.left() - 5)))
+            with (self.plan.run / f"{name}.txt").open("w") as out:
+                proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+                try:
+                    rc = proc.wait(timeout=limit)
+                except subprocess.TimeoutExpired:  # as `timeout -k 10`, but for the step's whole process group
+                    rc = 124
+                    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+                        try:
+                            os.killpg(proc.pid, sig)
+                            proc.wait(timeout=grace)
+                            break
+                        except (ProcessLookupError, subprocess.TimeoutExpired):
+                            continue
+            text = (self.plan.run / f"{name}.txt").read_text(errors="replace")
+            last = [ln for ln in text.splitlines() if FINAL.match(ln)]
+            rest = last[-1].strip("= ") if last else ""
+        seconds = round(time.monotonic() - t)
+        with self.lock:
+            self.records.append({"name": name, "argv": argv, "gpu": getattr(step, "gpu", None),
+                                 "env": getattr(step, "env", {}), "exit": rc, "seconds": seconds})
+        self.note(f"{name}: exit {rc} in {seconds} s{'; ' + rest if rest else ''}")
+
+    def lane(self, lane: Lane) -> None:
+        for item in lane:
+            if isinstance(item, Repeat):
+                i = 0
+                while i < item.limit and self.left() > item.min_left:
+                    i += 1
+                    for s in item.steps:
+                        if self.left() > item.min_left / 2:
+                            self.step(s, f"{s.name}-{i}")
+            elif self.left() > 10:
+                self.step(item)
+            else:
+                self.note(f"{item.name}: not started, the deadline is reached")
+
+    def stages(self) -> None:
+        for stage in self.plan.stages:
+            threads = [threading.Thread(target=self.lane, args=(lane,)) for lane in stage]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+
+
+def _setup(env: dict[str, str]) -> str:
+    """The carried wheel into /tmp/site (a bare device machine), and src/ on PYTHONPATH."""
+    wheels = sorted((ROOT / ".whl").glob("*.whl"))
+    paths = [str(ROOT / "src")]
+    if wheels:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--target", "/tmp/site", *map(str, wheels)], check=False, capture_output=True)
+        paths.insert(0, "/tmp/site")
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH", "")])])
+    return env["PYTHONPATH"]
+
+
+def _machine() -> str:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return "no nvidia-smi (CPU)"
+    q = subprocess.run([smi, "--query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw",
+                        "--format=csv"], capture_output=True, text=True, check=False).stdout
+    topo = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, check=False).stdout
+    return q + topo
+
+
+def plan_for(name: str, settings: dict[str, str], run: Path) -> Plan:
+    plan = Plan(settings, run)
+    SCENARIOS[name].build(plan)
+    return plan
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    s = dict(SETTINGS)
+    for kv in pairs:
+        key, sep, value = kv.partition("=")
+        if not sep or key not in SETTINGS:
+            raise SystemExit(f"harness: --set {kv!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)}")
+        s[key] = value
+    return s
+
+
+def _run_dir(name: str | None, scenario: str) -> Path:
+    base = DATA / (name or f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}-{scenario}")
+    run, i = base, 1
+    while run.exists():
+        i += 1
+        run = base.with_name(f"{base.name}-{i}")
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="harness.py", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    sub.add_parser("list", help="the scenarios")
+    for what in ("show", "run"):
+        sp = sub.add_parser(what, help="print a scenario's commands" if what == "show" else "run a scenario")
+        sp.add_argument("scenario", choices=sorted(SCENARIOS))
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
+        sp.add_argument("--run", help="the run's folder name under docs/validation/data/ (default: DATE-SCENARIO)")
+        sp.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole call (default 540)")
+        sp.add_argument("--archive", help="also pack the run folder into this .tgz (e.g. $OUT/run.tgz)")
+        sp.add_argument("--commit", help="the code version to record (default: git HEAD, -dirty if changed)")
+    a = ap.parse_args(argv)
+    if a.what == "list":
+        for s in SCENARIOS.values():
+            print(f"{s.name:13} {s.summary}\n{'':13} (was {s.came_from})")
+        return 0
+    settings = _settings(a.set)
+    run = _run_dir(a.run, a.scenario)
+    plan = plan_for(a.scenario, settings, run)
+    if a.what == "show":
+        print(f"# {a.scenario}: {SCENARIOS[a.scenario].summary}; output in {plan.rel(run)}/")
+        for k in sorted(settings):
+            print(f"#   {k} = {settings[k]}")
+        for rel in plan.variants:
+            print(f"# writes {rel}")
+        for i, stage in enumerate(plan.stages, 1):
+            for j, lane in enumerate(stage, 1):
+                for item in lane:
+                    for s in item.steps if isinstance(item, Repeat) else [item]:
+                        env = " ".join(f"{k}={v}" for k, v in {**getattr(s, "env", {}), **(
+                            {"CUDA_VISIBLE_DEVICES": s.gpu} if getattr(s, "gpu", None) is not None else {})}.items())
+                        rep = " (repeated while time lasts)" if isinstance(item, Repeat) else ""
+                        cmd = shlex.join(s.argv) if isinstance(s, Step) else f"<{s.name}: in-process>"
+                        print(f"[stage {i} lane {j}] {s.name}{rep}: {env + ' ' if env else ''}{cmd}")
+        return 0
+    run.mkdir(parents=True)
+    for rel, text in plan.variants.items():
+        (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ROOT / rel).write_text(text)
+    runner = Runner(plan, a.deadline, a.commit or code_version())
+    pythonpath = _setup(runner.env)
+    (run / "gpu.txt").write_text(_machine())
+    doc = {"version": FORMAT_VERSION, "scenario": a.scenario, "settings": settings, "code": runner.ctx["commit"],
+           "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "python": sys.version.split()[0],
+           "command": shlex.join(["python", "docs/validation/harness.py", "run", a.scenario,
+                                  *[f"--set={kv}" for kv in a.set]]), "pythonpath": pythonpath}
+    try:
+        runner.stages()
+    finally:
+        for probe in run.glob("**/probe/*.py"):  # specwatch's generated sitecustomize copies: not evidence
+            probe.unlink()
+        runner.note("done")
+        doc.update(finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                   steps=sorted(runner.records, key=lambda r: r["name"]))
+        (run / "run.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        if a.archive:
+            with tarfile.open(a.archive, "w:gz") as tar:
+                tar.add(run, arcname=run.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
