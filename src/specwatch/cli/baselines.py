@@ -61,7 +61,8 @@ def baselines_from_history(store: BaselineStore, runs: Sequence[StoredRun], mach
                 before = built.get(f"{r.workload}/{r.metric}")
                 built[f"{r.workload}/{r.metric}"] = BaselineMetric.from_result(
                     r, recorded=run.time, commit=run.commit, earlier=before.sessions if before else None,
-                    keep_sessions=len(sessions), host=run.machine.get("host_id"))
+                    keep_sessions=len(sessions), host=run.machine.get("host_id"),
+                    gpu_identity=run.machine.get("gpu_identity"))
         latest = sessions[-1][0]
         base = Baseline(machine_class=machine_class, profile=profile,
                         machine={**latest.machine, "machine_class": machine_class}, commit=latest.commit,
@@ -80,9 +81,9 @@ def _update_from_history(args: argparse.Namespace) -> int:
     if not args.machine_class:
         raise UsageError("baseline update --from-history: --machine-class is required (the class whose "
                          "baselines are rebuilt from its hosts' runs)")
-    if args.keep_sessions is not None:
+    if args.keep_sessions is not None or args.replace:
         raise UsageError("baseline update --from-history: use --last N (the runs kept as sessions), "
-                         "not --keep-sessions")
+                         "not --keep-sessions or --replace (it always rebuilds from the history)")
     store = BaselineStore(folder(args.baseline_dir, "baseline folder", must_exist=False))
     store.path_for(args.machine_class, "check")  # a machine class that cannot name a folder stops here
     with open_history(args.from_history, readonly=True) as hist:
@@ -121,7 +122,15 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     # all or nothing: record_all builds every file before it writes the first
     from specwatch.store.baseline import load_baseline
 
-    for path in store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions or 1):
+    if args.replace and args.keep_sessions is not None:
+        raise UsageError("baseline update: give --replace (drop every earlier session) or --keep-sessions N, "
+                         "not both")
+    said: list[str] = []
+    paths = store.record_all(rs, machine_class=args.machine_class, keep_sessions=args.keep_sessions,
+                             replace=args.replace, said=said)
+    for line in said:
+        print(line.replace("(asked for)", "(--replace)" if args.replace else f"(--keep-sessions {args.keep_sessions})"))
+    for path in paths:
         print(f"wrote {path}")
         for note in load_baseline(path).resolution_notes(args.tolerance):
             print(f"warning: {note}")
@@ -167,7 +176,10 @@ def register(sub: Any) -> None:
     p.add_argument("--tolerance", type=fraction, default=DEFAULTS["tolerance"],
                    help="the drift tolerance you want the baseline to resolve (warns when its sessions cannot)")
     p.add_argument("--keep-sessions", type=positive_int, default=None,
-                   help="keep the samples of this many recording sessions, this one included (default 1: replace)")
+                   help="keep only the last N recording sessions, this one included (default: every session: "
+                        "each update adds one)")
+    p.add_argument("--replace", action="store_true",
+                   help="replace each baseline with this session, dropping its earlier ones (said in one line)")
     p.add_argument("--metric", action="append", default=[],
                    help="record only this metric (repeatable; default: every metric)")
     p.set_defaults(func=_cmd_baseline_update)

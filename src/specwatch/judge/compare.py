@@ -12,10 +12,11 @@ it is not significant, the verdict says why and what it would take:
 - the test could not see an effect of the tolerance's size (MDE > tolerance) → INCONCLUSIVE;
 - otherwise → NO_CHANGE (the test had the power and found nothing).
 
-A reference with ``MIN_SESSIONS`` or more recording sessions (a multi-session baseline) adds a
-second condition: the current median must also lie outside what the machine's own
-session-to-session spread explains (``stats.session_drift``). A change that the runs call
-significant but the sessions do not is NOISY, with the smallest change those sessions can flag.
+A reference with ``MIN_SESSIONS`` or more recording sessions adds a second condition: the current
+median must also lie outside the prediction interval of one more session
+(:mod:`specwatch.judge.variance`: run noise, boot-to-boot and, for sessions of several machines, the
+machine term; a run is judged as one on a new machine). A change that the runs call significant
+but the interval does not is NOISY, with the smallest change the sessions can flag.
 
 ``relative_gate`` judges "a ≥ b × (1 + margin)" (speculative vs baseline, tuned vs untuned) with
 one-sided Mann-Whitney tests of a against b scaled by (1 + margin).
@@ -30,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from specwatch.errors import UsageError
-from specwatch.judge import stats, yardstick
+from specwatch.judge import stats, variance, yardstick
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
@@ -143,11 +144,14 @@ def compare(
     n_resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
     reference_sessions: Sequence[Sequence[float]] | None = None,
+    prediction: variance.Prediction | None = None,
 ) -> Comparison:
     """Compare current with reference samples of one metric; see the module docstring for the rule.
 
     ``confidence`` of the ratio CI defaults to ``1 - alpha``. Samples must be positive.
-    ``reference_sessions``: the reference's samples per recording session, when it has several.
+    ``reference_sessions``: the reference's samples per recording session, when it has several (each
+    may name its machine, :class:`specwatch.judge.variance.MachineSession`); ``prediction``: the
+    interval of a new session made from them (default: :func:`specwatch.judge.variance.predict` of them).
     """
     if tolerance <= 0 or not 0 < alpha < 1:
         raise UsageError(f"tolerance must be > 0 and alpha in (0, 1), got {tolerance}, {alpha}")
@@ -155,8 +159,16 @@ def compare(
     ref = _check(reference, "reference")
     conf = 1.0 - alpha if confidence is None else confidence
     med_c, med_r = float(np.median(cur)), float(np.median(ref))
-    ratio = med_c / med_r
     lo, hi = stats.bootstrap_ratio_ci(cur, ref, confidence=conf, n_resamples=n_resamples, seed=seed)
+    sess = prediction
+    if sess is None and reference_sessions is not None and len(reference_sessions) >= MIN_SESSIONS:
+        for s in reference_sessions:
+            _check(s, "reference session")
+        sess = variance.predict(variance.components(reference_sessions), alpha=alpha, n_current=int(cur.size))
+    if sess is not None:  # judged from the interval's centre, not the pooled median (which weights
+        shift = med_r / sess.centre_value  # machines by their session count); the run-noise CI moves with it
+        med_r, lo, hi = sess.centre_value, lo * shift, hi * shift
+    ratio = med_c / med_r
     mw = stats.mann_whitney(cur, ref)
     p, p_min = mw.p_two_sided, mw.p_min_two_sided
     cv_c, cv_r = stats.cv(cur), stats.cv(ref)
@@ -171,19 +183,23 @@ def compare(
         f"[{lo:.3f}, {hi:.3f}], p={_fmt_p(p)}, n={cur.size}/{ref.size}"
     )
     tol = f"{tolerance * 100:g}%"
-    sess = None
-    if reference_sessions is not None and len(reference_sessions) >= MIN_SESSIONS:
-        sess = stats.session_drift(cur, [_check(s, "reference session") for s in reference_sessions], alpha)
-        nums += f"; {sess.sessions} baseline sessions spread {_noise(sess.spread)}, session p={_fmt_p(sess.p)}"
-    within_sessions = sess is not None and significant and sess.p >= alpha and abs(change) > tolerance
+    session_p = None
+    if sess is not None:
+        session_p = sess.p(med_c)
+        where = "a new machine" if sess.new_machine else "this machine"
+        nums += (f"; {sess.components.sessions} baseline sessions of {sess.components.machines} machine(s) "
+                 f"predict {sess.centre_value:.4g} ±{_noise(sess.tolerance)} for {where}, "
+                 f"session p={_fmt_p(session_p)}")
+    within_sessions = sess is not None and significant and session_p >= alpha and abs(change) > tolerance
 
     if within_sessions:
         assert sess is not None
         verdict = DriftVerdict.NOISY
+        what = ("the spread of machines and boots" if sess.new_machine else "this machine's session-to-session drift")
         msg = (
-            f"noisy: {_pct(change)} is within this machine's session-to-session drift "
-            f"({sess.sessions} baseline sessions, spread {_noise(sess.spread)}); only changes beyond "
-            f"±{_noise(sess.mde)} can be flagged against them; {nums}"
+            f"noisy: {_pct(change)} is within {what} ({sess.components.sessions} baseline sessions, "
+            f"{sess.components.machines} machine(s)); only changes beyond ±{_noise(sess.tolerance)} can be "
+            f"flagged against them; {nums}"
         )
     elif significant and better < -tolerance:
         verdict = DriftVerdict.REGRESSION
@@ -241,43 +257,47 @@ def compare(
         tolerance=tolerance,
         alpha=alpha,
         message=msg,
-        sessions=sess.sessions if sess else len(reference_sessions or ()) or 1,
-        session_spread=sess.spread if sess else None,
-        session_p=sess.p if sess else None,
-        session_mde=sess.mde if sess else None,
+        sessions=sess.components.sessions if sess else len(reference_sessions or ()) or 1,
+        session_spread=sess.sd if sess else None,
+        session_p=session_p,
+        session_mde=sess.tolerance if sess else None,
     )
 
 
 @dataclass(frozen=True)
 class DriftBasis:
-    """The tolerance a drift verdict uses and a sentence on where it came from."""
+    """The tolerance a drift verdict uses and a sentence on where it came from; ``prediction``: the
+    interval of a new session that set it, when the sessions were enough."""
 
     tolerance: float
     note: str
+    prediction: variance.Prediction | None = None
 
 
 def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
-                class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA) -> DriftBasis:
+                class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA,
+                n_current: int | None = None) -> DriftBasis:
     """The drift tolerance from data (the one owner of this rule).
 
-    With ``MIN_SESSIONS`` or more recording sessions, their own spread sets it (the change a healthy
-    session exceeds with probability ``alpha``), whatever was requested; the note says whether the
-    requested tolerance is within reach and the smallest slowdown flagged 19 times in 20. With fewer,
-    the spread measured for the machine class (``class_spread``: spread and where it was measured)
-    gives a floor, so a healthy server's boot-to-boot wander is not called a regression; without
-    either, the requested tolerance. The note then says how many more sessions to record. Sessions that
-    all share one median (spread 0: copies, or made by hand) measure no drift and count as too few.
+    With ``MIN_SESSIONS`` or more recording sessions, their variance components set it
+    (:mod:`specwatch.judge.variance`: run noise, boot-to-boot, and the machine term when they name
+    several machines): the half-width of the prediction interval of one more session at ``alpha``, on a
+    new machine when they span several, whatever was requested; the note says whether the requested
+    tolerance is within reach and the smallest slowdown flagged 19 times in 20. With fewer, the spread
+    measured for the machine class (``class_spread``: spread and where it was measured) gives a floor,
+    so a healthy server's boot-to-boot wander is not called a regression; without either, the requested
+    tolerance. The note then says how many more sessions to record. Sessions that all share one median
+    (spread 0: copies, or made by hand) measure no drift and count as too few.
     """
     n = len(sessions or ())
     if n >= MIN_SESSIONS:
-        dt = stats.drift_tolerance(stats.session_spread(list(sessions or ())), n, alpha)
-        if dt.tolerance > 0:
-            note = (f"tolerance {dt.tolerance:.1%} from the baseline's {n} sessions (spread {dt.spread:.1%}); a "
-                    f"slowdown of {dt.detects:.1%} or more is flagged in 19 of 20 runs")
-            if dt.tolerance > requested:
+        pred = variance.predict(variance.components(list(sessions or ())), alpha=alpha, n_current=n_current)
+        if pred.components.sigma_within > 0 or pred.components.sigma_machine > 0:
+            note = f"tolerance {pred.tolerance:.1%} from the baseline's {n} sessions: {pred.note}"
+            if pred.tolerance > requested:
                 note += (f"; the requested {requested:.1%} is below what these sessions can resolve (specwatch ab "
                          "resolves small changes in one session)")
-            return DriftBasis(dt.tolerance, note)
+            return DriftBasis(pred.tolerance, note, pred)
         # Sessions of a real machine never share one median: these are copies, or made by hand. A
         # spread of 0 would make any change "beyond drift"; judge as if they measured no spread.
         head = f"the baseline's {n} sessions all have the same median (spread 0, which measures no drift)"
@@ -308,8 +328,14 @@ def drift(
     class_spread: tuple[float, str] | None = None,
     session_scores: Sequence[float | None] | None = None,
     run_score: float | None = None,
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
 ) -> tuple[Comparison, DriftBasis]:
     """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`.
+
+    ``sessions`` may name the machine each was recorded on (:class:`specwatch.judge.variance.MachineSession`):
+    sessions of several machines are judged with the machine term, the run as one on a new machine.
+    ``n_resamples``: of the ratio's bootstrap CI (a replay of many verdicts may take fewer: no regression
+    verdict depends on it).
 
     ``session_scores`` (one per session, None where a session has no comparable machine yardstick)
     and ``run_score``: when :func:`specwatch.judge.yardstick.decide` says so, the run and the sessions
@@ -325,12 +351,11 @@ def drift(
             raw_c, raw_r = float(np.median(current)), float(np.median(reference))
             said += f"; as measured: median {raw_c:.4g} vs {raw_r:.4g} ({_pct(raw_c / raw_r - 1)})"
         current, reference, sessions = adj.current, adj.reference, adj.sessions
-    basis = drift_basis(requested, sessions, class_spread, alpha)
-    enough = sessions is not None and len(sessions) >= MIN_SESSIONS
+    basis = drift_basis(requested, sessions, class_spread, alpha, n_current=len(current))
     cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
-                  reference_sessions=sessions if enough else None)
+                  prediction=basis.prediction, n_resamples=n_resamples)
     if said:
-        basis = DriftBasis(basis.tolerance, f"{basis.note}; {said}")
+        basis = DriftBasis(basis.tolerance, f"{basis.note}; {said}", basis.prediction)
         if said.startswith("normalised"):
             cmp = replace(cmp, message=f"{cmp.message}; {said}")
     return cmp, basis

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from specwatch.judge import stats
+from specwatch.judge import stats, variance
 
 #: sessions with a yardstick needed before normalising (fewer: a chance correlation can pass for one)
 MIN_SESSIONS = 6
@@ -201,12 +201,12 @@ def normalise(
     their pool); otherwise ``current``, ``reference`` and ``sessions`` unchanged."""
     medians = [float(np.median(np.asarray(s, dtype=float))) for s in sessions]
     d = decide(medians, scores, run_score, higher_is_better=higher_is_better, alpha=alpha)
-    if not d.use_normalised:
-        return Normalised(d, list(current), list(reference), [list(s) for s in sessions])
+    if not d.use_normalised:  # the sessions as given (each keeps the machine it names)
+        return Normalised(d, list(current), list(reference), list(sessions))  # type: ignore[arg-type]
     ref = d.reference_score
     assert ref is not None and run_score is not None
     scaled = [
-        [x * _factor(s, ref, higher_is_better) for x in xs]
+        variance.MachineSession([x * _factor(s, ref, higher_is_better) for x in xs], variance.machine_of(xs))
         for xs, s in zip(sessions, scores, strict=True)
         if s is not None
     ]

@@ -145,8 +145,10 @@ OPTIONS: tuple[Option, ...] = (
            "that has one; never pytest's rootdir guess)"),
     Option("update_baselines", "write baselines from this run's measurements", _bool, False, True,
            ("--update-baselines",)),
-    Option("baseline_sessions", "with --update-baselines: keep the samples of this many recording sessions "
-           "(1 replaces the baseline)", _positive_int, 1),
+    Option("baseline_sessions", "with --update-baselines: keep only the last N recording sessions, this one "
+           "included (default: every session; a second --update-baselines adds one)", _positive_int, None),
+    Option("replace_baselines", "with --update-baselines: replace each baseline with this run's session, dropping "
+           "its earlier sessions (said in one line)", _bool, False, True),
     Option("results", "write this run's results file (JSON) here"),
     Option("reference", "compare against this results file instead of stored baselines"),
     Option("history", "history to append results to: a SQLite file, or postgresql://user@host/db for one "
@@ -185,7 +187,8 @@ class Config:
     require_baseline: bool = DEFAULTS["require_baseline"]
     project: str | None = DEFAULTS["project"]
     update_baselines: bool = DEFAULTS["update_baselines"]
-    baseline_sessions: int = DEFAULTS["baseline_sessions"]
+    baseline_sessions: int | None = DEFAULTS["baseline_sessions"]
+    replace_baselines: bool = DEFAULTS["replace_baselines"]
     results: str | None = DEFAULTS["results"]
     reference: str | None = DEFAULTS["reference"]
     history: str = DEFAULTS["history"]

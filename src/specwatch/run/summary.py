@@ -12,6 +12,7 @@ from specwatch.judge.levels import LEVEL_METRICS
 from specwatch.load import gpuclock
 from specwatch.load.measure import METRICS
 from specwatch.report import table as report
+from specwatch.run import specread
 from specwatch.run.options import Config
 from specwatch.run.record import RunRecord
 from specwatch.store.result import Result, ResultSet
@@ -41,6 +42,8 @@ def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, A
                 continue  # not reported by this server (accept length) or not defined (ITL of 1-token outputs)
             rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher,
                                samples=samples, extra=extra))
+        for result in specread.results(profile, workload, m, extra):  # accept length, cycle cost
+            rs.add(result)
     return rs
 
 
@@ -121,7 +124,10 @@ def _median(xs: list[float]) -> float:
 def summary_lines(rows: list[report.ReportRow], notes: list[str]) -> list[str]:
     """The end-of-run table, the sweep table when a sweep was judged, then the notes (failed
     findings, warnings)."""
-    return [*report.summary_table(rows, title="specwatch results").splitlines(), *sweep_lines(rows), *notes]
+    from specwatch.run.specgates import summary_lines as speculation_lines
+
+    return [*report.summary_table(rows, title="specwatch results").splitlines(), *sweep_lines(rows),
+            *speculation_lines(rows), *notes]
 
 
 def note_lines(findings: Iterable[Any], measurements: Mapping[tuple[str, str], Any],
@@ -157,6 +163,9 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
     rs = record.results
     rows = table_rows(record)
     annotate_results(rs, rows)
+    from specwatch.run.specgates import add_row_results
+
+    add_row_results(rs, rows)  # the break-even samples of the cycle-cost gate
     if partial:
         for r in rs.results:
             r.extra["partial"] = partial
@@ -181,8 +190,12 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
     if cfg.update_baselines:
         from specwatch.store.baseline import BaselineStore, load_baseline
 
+        said: list[str] = []  # one line per baseline whose earlier sessions were dropped (asked for)
         written += BaselineStore(cfg.path(cfg.baseline_dir)).record_all(
-            rs, machine_class=machine_class(), keep_sessions=cfg.baseline_sessions)
+            rs, machine_class=machine_class(), keep_sessions=cfg.baseline_sessions, replace=cfg.replace_baselines,
+            said=said)
+        for line in said:
+            progress(f"specwatch: {line.replace('(asked for)', _asked(cfg))}")
         for warning in baseline_quality(rs):
             progress(warning)
         for path in written:
@@ -193,6 +206,13 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         report.append_step_summary(report.markdown_summary(rows))
     return written
+
+
+def _asked(cfg: Config) -> str:
+    """Which option asked for sessions to be dropped."""
+    if cfg.replace_baselines:
+        return "(--specwatch-replace-baselines)"
+    return f"(--specwatch-baseline-sessions {cfg.baseline_sessions})"
 
 
 def baseline_quality(rs: ResultSet, noisy_cv: float = 0.05, outlier_mads: float = 4.0) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from specwatch.errors import SpecwatchError, UsageError
 from specwatch.judge import stats
+from specwatch.judge.variance import MachineSession
 from specwatch.store.atomic import write_text_atomic
 from specwatch.store.machine import diff_fingerprints
 from specwatch.store.result import (
@@ -56,7 +57,7 @@ BASELINE_MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 RECORD_HOW = "`pytest -m perf --update-baselines` or `specwatch baseline update RESULTS.json`"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # Fingerprint fields that never make two machines different for a baseline's purpose.
-_VOLATILE = frozenset({"os", "host_id", "yardstick"})
+_VOLATILE = frozenset({"os", "host_id", "yardstick", "gpu_identity"})
 # The engine's identity: judged by engine_change, not listed as machine differences.
 _ENGINE_KEYS = frozenset({"engine_version", "engine_commit"})
 
@@ -77,6 +78,24 @@ def engine_change(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> st
     if now_v is None or (now_v == then_v and not moved):
         return None
     return f"{_engine_text(recorded)} → {_engine_text(current)}"
+
+
+def session_machine(session: Mapping[str, Any]) -> str:
+    """The machine a recorded session ran on, which groups sessions for the drift gate's machine term:
+    its GPUs' UUIDs (``gpu_identity``, recorded since issue 23), else its ``host`` (a hash of the
+    visible GPUs' UUIDs, recorded since session 3; on a CPU machine, of its OS machine id), else the
+    commit it measured: sessions older than both came from the lent H200s, where each lease measured one
+    commit (``baselines/h200x1/large-eagle3-tuned.json``: 1f61c74, ab34110, 40a7dc0 are its three
+    leases), else the day it was recorded."""
+    ident = session.get("gpu_identity") if isinstance(session.get("gpu_identity"), Mapping) else {}
+    uuids = ident.get("gpu_uuids") if isinstance(ident, Mapping) else None
+    if isinstance(uuids, list) and uuids and all(isinstance(u, str) and u for u in uuids):
+        return "gpu:" + ",".join(sorted(uuids))
+    if session.get("host"):
+        return f"host:{session['host']}"
+    if session.get("commit"):
+        return f"commit:{session['commit']}"
+    return f"day:{str(session.get('recorded') or '')[:10]}"
 
 
 @dataclass
@@ -113,15 +132,16 @@ class BaselineMetric:
 
         With at least ``min_sessions`` sessions recorded on this very machine, only those count: a
         per-machine baseline, because machines of one class differ by a few percent (leases of the
-        lent H200s by 5%, docs/validation/README.md section 7). Otherwise every session counts, and
-        the note says when none of them is known to come from here. ``same_class``: whether that
+        lent H200s by 5%, docs/validation/README.md section 7). Otherwise every session counts, each
+        naming its machine (:func:`session_machine`), so the drift gate judges the run as one on a new
+        machine; the note says when none of them is known to come from here. ``same_class``: whether that
         machine is of the baseline's class (False: of another class, None: unknown); the note never
         claims more about the sessions' machines than the baseline records.
         """
         kept = [s for s in self.sessions if s.get("samples")]
         if not kept:
             return list(self.samples), [], ""
-        every = [list(s["samples"]) for s in kept]
+        every = [MachineSession(s["samples"], session_machine(s)) for s in kept]
         chosen = self.chosen_sessions(host, min_sessions, same_class=same_class)
         hosts = {s["host"] for s in kept if s.get("host")}
         unnamed = sum(1 for s in kept if not s.get("host"))
@@ -131,7 +151,7 @@ class BaselineMetric:
                 f"({_origin(hosts, unnamed)}): the comparison measures the machines as much as the server")
         if len(chosen) < len(kept):
             pooled = [float(x) for s in chosen for x in s["samples"]]
-            return pooled, [list(s["samples"]) for s in chosen], (
+            return pooled, [MachineSession(s["samples"], session_machine(s)) for s in chosen], (
                 f"judged against the {len(chosen)} of its {len(kept)} sessions recorded on this machine")
         note = ""
         if host and hosts and host not in hosts:
@@ -157,10 +177,12 @@ class BaselineMetric:
 
     @classmethod
     def from_result(cls, r: Result, *, recorded: str = "", commit: str | None = None,
-                    earlier: list[dict[str, Any]] | None = None, keep_sessions: int = 1,
-                    host: str | None = None, yardstick: Mapping[str, Any] | None = None) -> BaselineMetric:
-        """From one result, after the kept ``earlier`` sessions (summary computed with a fixed seed);
-        ``yardstick``: the recording machine's yardstick, kept with the session."""
+                    earlier: list[dict[str, Any]] | None = None, keep_sessions: int | None = None,
+                    host: str | None = None, yardstick: Mapping[str, Any] | None = None,
+                    gpu_identity: Mapping[str, Any] | None = None) -> BaselineMetric:
+        """From one result, after the ``earlier`` sessions (all of them, or the last ``keep_sessions``
+        with this one; summary computed with a fixed seed); ``yardstick`` and ``gpu_identity``: the
+        recording machine's (:func:`specwatch.store.machine.gpu_identity`), kept with the session."""
         if not r.samples:
             raise UsageError(f"{r.key}: no samples to record as a baseline")
         finite_samples(r.samples, f"{r.key}: cannot record as a baseline", positive=True)
@@ -169,7 +191,10 @@ class BaselineMetric:
             session["host"] = host
         if yardstick:
             session["yardstick"] = dict(yardstick)
-        sessions = [*(earlier or []), session][-max(1, keep_sessions):]
+        if gpu_identity:
+            session["gpu_identity"] = dict(gpu_identity)
+        sessions = [*(earlier or []), session]
+        sessions = sessions[-max(1, keep_sessions):] if keep_sessions else sessions
         pooled = [float(x) for sess in sessions for x in sess["samples"]]
         return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
                    stats.summarize(pooled), dict(r.extra), sessions)  # fmt: skip
@@ -190,8 +215,9 @@ def _check_sessions(sessions: Any, where: str) -> list[dict[str, Any]]:
         finite_samples(sess.get("samples", []), f"{where}: session {i}", positive=True)
         if not isinstance(sess.get("host") or "", str):
             raise UsageError(f"{where}: session {i}: field 'host' must be a string")
-        if not isinstance(sess.get("yardstick") or {}, dict):
-            raise UsageError(f"{where}: session {i}: field 'yardstick' must be an object")
+        for name in ("yardstick", "gpu_identity"):
+            if not isinstance(sess.get(name) or {}, dict):
+                raise UsageError(f"{where}: session {i}: field {name!r} must be an object")
     return sessions
 
 
@@ -406,9 +432,11 @@ class BaselineStore:
         return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json") if p.name != ROUND_SPREAD)
 
     def _build(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
-               items: list[Result], *, recorded: str, keep_sessions: int) -> tuple[Path, Baseline]:
+               items: list[Result], *, recorded: str, keep_sessions: int | None, replace: bool,
+               said: list[str] | None) -> tuple[Path, Baseline]:
         """The new baseline of one profile and its path; nothing written. The existing file, when
-        there is one, must load (a broken or newer one stops the update) and gives the kept sessions."""
+        there is one, must load (a broken or newer one stops the update) and gives the earlier sessions,
+        unless ``replace``; ``said`` gets one line when earlier sessions are dropped."""
         mine = [r for r in items if r.profile == profile]
         if not mine:
             raise UsageError(f"no results for profile {profile!r} to record as a baseline")
@@ -418,48 +446,42 @@ class BaselineStore:
         except UsageError as exc:
             raise UsageError(f"{exc}; nothing was written: repair or delete {path}, then record again") from None
         metrics: dict[str, BaselineMetric] = {}
+        dropped = 0
         for r in mine:
-            before = old.get(r.workload, r.metric) if old and keep_sessions > 1 else None
+            before = old.get(r.workload, r.metric) if old and not replace else None
             m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
                                            earlier=before.sessions if before else None,
-                                           host=fingerprint.get("host_id"), yardstick=fingerprint.get("yardstick"))
+                                           host=fingerprint.get("host_id"), yardstick=fingerprint.get("yardstick"),
+                                           gpu_identity=fingerprint.get("gpu_identity"))
             if m.name in metrics:
                 raise UsageError(f"duplicate metric {m.name!r} for profile {profile!r}")
             metrics[m.name] = m
-        base = Baseline(
-            machine_class=machine_class,
-            profile=profile,
-            machine={**dict(fingerprint), "machine_class": machine_class},
-            commit=commit,
-            recorded=recorded,
-            metrics=metrics,
-        )
-        return path, base
+            had = old.get(r.workload, r.metric) if old else None
+            dropped = max(dropped, (len(had.sessions) if had else 0) + 1 - len(m.sessions))
+        if said is not None and dropped:
+            said.append(f"replaced {path}: its {dropped} earlier session(s) dropped (asked for)" if replace else
+                        f"{path}: kept the last {keep_sessions} session(s), dropped the {dropped} oldest (asked for)")
+        return path, Baseline(machine_class=machine_class, profile=profile,
+                              machine={**dict(fingerprint), "machine_class": machine_class}, commit=commit,
+                              recorded=recorded, metrics=metrics)
 
-    def record(
-        self,
-        machine_class: str,
-        profile: str,
-        fingerprint: Mapping[str, Any],
-        commit: str | None,
-        results: ResultSet | Iterable[Result],
-        *,
-        recorded: str | None = None,
-        keep_sessions: int = 1,
-    ) -> Path:
+    def record(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
+               results: ResultSet | Iterable[Result], *, recorded: str | None = None,
+               keep_sessions: int | None = None, replace: bool = False, said: list[str] | None = None) -> Path:
         """Write the baseline of one profile from its results, atomically (the file's mode kept).
 
-        ``keep_sessions`` > 1 keeps the samples of up to that many recording sessions (this one
-        included, the oldest dropped first); 1 replaces the baseline.
+        By default the session is added to the earlier ones (every one kept); ``keep_sessions`` keeps
+        only the last that many (this one included), ``replace`` drops every earlier one; ``said`` gets
+        one line when either drops a session.
         """
         items = results.results if isinstance(results, ResultSet) else list(results)
-        path, base = self._build(machine_class, profile, fingerprint, commit, items,
-                                 recorded=recorded or utc_now(), keep_sessions=keep_sessions)
+        path, base = self._build(machine_class, profile, fingerprint, commit, items, recorded=recorded or utc_now(),
+                                 keep_sessions=keep_sessions, replace=replace, said=said)
         return write_text_atomic(path, dumps(base.to_dict()))
 
-    def record_all(self, results: ResultSet, *, machine_class: str | None = None,
-                   keep_sessions: int = 1) -> list[Path]:
-        """Record one baseline per profile of a results file (its machine, commit and time).
+    def record_all(self, results: ResultSet, *, machine_class: str | None = None, keep_sessions: int | None = None,
+                   replace: bool = False, said: list[str] | None = None) -> list[Path]:
+        """Record one baseline per profile of a results file (its machine, commit and time), as :meth:`record`.
 
         All or nothing: every existing target is loaded and every new document built before the
         first file is written, so a broken baseline in the folder leaves every file as it was.
@@ -471,6 +493,6 @@ class BaselineStore:
         texts = []
         for prof in results.profiles():
             path, base = self._build(mc, prof, results.machine, results.commit, results.for_profile(prof),
-                                     recorded=recorded, keep_sessions=keep_sessions)
+                                     recorded=recorded, keep_sessions=keep_sessions, replace=replace, said=said)
             texts.append((path, dumps(base.to_dict())))
         return [write_text_atomic(path, text) for path, text in texts]

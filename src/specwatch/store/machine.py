@@ -137,6 +137,28 @@ def _machine_id() -> str:
     return platform.node()
 
 
+def parse_serial_bus(text: str | None) -> list[tuple[str | None, str | None]]:
+    """Rows of ``nvidia-smi --query-gpu=serial,pci.bus_id --format=csv,noheader``; "[N/A]" reads None."""
+    def value(cell: str) -> str | None:
+        cell = cell.strip()
+        return None if not cell or cell.startswith("[") or cell.upper() == "N/A" else cell
+
+    rows = [line.split(",") for line in (text or "").splitlines() if line.strip()]
+    return [(value(r[0]), value(r[1])) for r in rows if len(r) == 2]
+
+
+def gpu_identity(uuids: list[str], where: list[tuple[str | None, str | None]], *, gpus: int) -> dict[str, Any]:
+    """Which physical GPUs (UUID, serial, PCI bus) on which host (its name and ``host_id``) a session ran
+    on, so sessions can be grouped by machine. A field nvidia-smi did not give, and every GPU field on a
+    machine without GPUs, is an explicit None."""
+    return {
+        "hostname": platform.node() or None,
+        "gpu_uuids": list(uuids) if gpus and uuids else None,
+        "gpu_serials": [w[0] for w in where] if gpus and where and any(w[0] for w in where) else None,
+        "gpu_pci_bus_ids": [w[1] for w in where] if gpus and where and any(w[1] for w in where) else None,
+    }
+
+
 def host_id(gpu_uuids: list[str]) -> str:
     """Short stable id of this physical machine: a hash of the visible GPUs' UUIDs (the same GPUs
     are the same machine, whatever VM or container they are lent to), else of the OS machine id."""
@@ -201,15 +223,19 @@ def fingerprint(
     visible = visible_devices(os.environ if env is None else env)
     keep: list[int] | None = None
     uuids: list[str] = []
+    where: list[tuple[str | None, str | None]] = []  # (serial, PCI bus id) per GPU
     if gpus:
         uuids = [ln.strip() for ln in (runner(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"])
                                        or "").splitlines() if ln.strip()]
         uuids = uuids if len(uuids) == len(gpus) else []
+        where = parse_serial_bus(runner(["nvidia-smi", "--query-gpu=serial,pci.bus_id", "--format=csv,noheader"]))
+        where = where if len(where) == len(gpus) else []
     if visible is not None and gpus:
         keep = select_visible(uuids or [""] * len(gpus), visible)
         if keep is not None:
             gpus = [gpus[i] for i in keep]
             uuids = [uuids[i] for i in keep] if uuids else []
+            where = [where[i] for i in keep] if where else []
     fp: dict[str, Any] = {
         "gpu_model": None,
         "gpu_count": len(gpus),
@@ -226,6 +252,7 @@ def fingerprint(
         "engine_version": engine_version,
         "engine_commit": engine_commit,
         "host_id": host_id(uuids),
+        "gpu_identity": gpu_identity(uuids, where, gpus=len(gpus)),
     }
     if gpus:
         names = Counter(g[0] for g in gpus)
@@ -354,12 +381,14 @@ __all__ = [
     "diff_fingerprints",
     "engine_identity",
     "fingerprint",
+    "gpu_identity",
     "gpu_slug",
     "host_id",
     "machine_class",
     "package_info",
     "parse_cuda_version",
     "parse_gpu_query",
+    "parse_serial_bus",
     "parse_topology",
     "run_command",
 ]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specwatch.errors import UsageError
-from specwatch.store.baseline import Baseline, BaselineStore, load_baseline
+from specwatch.judge.variance import MachineSession
+from specwatch.store.baseline import Baseline, BaselineStore, load_baseline, session_machine
 from specwatch.store.result import ResultSet, make_key
 
 
@@ -24,7 +25,7 @@ class KeySessions:
     key: str  # <profile>/<workload>/<metric>
     unit: str
     higher_is_better: bool
-    sessions: list[list[float]] = field(default_factory=list)
+    sessions: list[MachineSession] = field(default_factory=list)  # each names its machine (session_machine)
     labels: list[str] = field(default_factory=list)  # a file name, or the recording date and machine
     yardsticks: list[dict | None] = field(default_factory=list)  # each session's machine yardstick, if recorded
     machine_classes: list[str | None] = field(default_factory=list)  # each results file's machine class, if recorded
@@ -32,6 +33,11 @@ class KeySessions:
     @property
     def metric(self) -> str:
         return self.key.rsplit("/", 1)[-1]
+
+    @property
+    def machines(self) -> list[str]:
+        """Each session's machine (:func:`specwatch.store.baseline.session_machine`)."""
+        return [s.machine or "?" for s in self.sessions]
 
 
 def baseline_sessions(path: str | os.PathLike[str]) -> tuple[Baseline, list[KeySessions]]:
@@ -41,7 +47,7 @@ def baseline_sessions(path: str | os.PathLike[str]) -> tuple[Baseline, list[KeyS
     for _, m in sorted(base.metrics.items()):
         kept = [s for s in m.sessions if s.get("samples")]
         found.append(KeySessions(make_key(base.profile, m.workload, m.metric), m.unit, m.higher_is_better,
-                                 [[float(x) for x in s["samples"]] for s in kept],
+                                 [MachineSession(s["samples"], session_machine(s)) for s in kept],
                                  [_recorded(s) for s in kept], [s.get("yardstick") for s in kept]))
     return base, found
 
@@ -73,7 +79,9 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
             if (ks.unit, ks.higher_is_better) != (r.unit, r.higher_is_better):
                 raise UsageError(f"{path}: {r.key} is in {r.unit} (higher is better: {r.higher_is_better}), "
                                  f"but in {ks.unit} ({ks.higher_is_better}) in {ks.labels[0]}")
-            ks.sessions.append([float(x) for x in r.samples])
+            ks.sessions.append(MachineSession(r.samples, session_machine({
+                "gpu_identity": rs.machine.get("gpu_identity"), "host": rs.machine.get("host_id"),
+                "commit": rs.commit, "recorded": rs.created})))
             ks.labels.append(str(path))
             ks.yardsticks.append(rs.machine.get("yardstick"))
             ks.machine_classes.append(rs.machine_class)

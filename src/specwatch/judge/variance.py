@@ -1,0 +1,205 @@
+"""The variance components of recorded sessions, and the prediction interval of a new one (pure).
+
+A baseline holds *sessions* (one boot, one pytest run: its samples), each recorded on a *machine*
+(one GPU, or one lease of a VM when the session records no GPU identity). Three terms move a
+session's median, on the log scale (so each is a relative spread):
+
+- **run noise** ``sigma_run``: the spread of the samples of one session around its median;
+- **boot-to-boot** ``sigma_boot``: how far the medians of sessions of one machine wander apart, beyond
+  what their own run noise explains (``sigma_within``, the spread of session medians of one machine,
+  holds both);
+- **machine term** ``sigma_machine``: how far machines' means lie apart, beyond what the sessions of each
+  explain (one-way random effects, the method of moments of the unbalanced ANOVA).
+
+The reference for a run is the prediction interval of one more session:
+
+- on a machine the sessions already know (:func:`predict` with ``machine``): centred on that machine's
+  mean, with the within-machine spread;
+- on a new machine (the default, and every run whose machine the baseline does not know): centred on the
+  mean of the machines (each weighted by its precision, not by its session count), with the machine term
+  added, ``sigma_machine**2 + sigma_within**2 + var(centre)``. Sessions pooled as if exchangeable would
+  understate this whenever the sessions come from few machines.
+
+The interval uses the normal quantile with the components as estimated (a plug-in interval). With few
+machines the machine term is itself uncertain (``g - 1`` degrees of freedom): :attr:`Prediction.note`
+says so, and ``docs/reference/drift-gate.md`` shows what that costs on recorded leases.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _sps
+
+#: the constant that turns the SD of samples into the SD of their median (normal samples)
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2.0)
+
+
+class MachineSession(list):  # a list, so the drift gate's callers pass it through unchanged
+    """One session's samples (a list of floats) and the machine it was recorded on (None: unknown)."""
+
+    machine: str | None
+
+    def __init__(self, samples: Sequence[float] = (), machine: str | None = None) -> None:
+        super().__init__(float(x) for x in samples)
+        self.machine = machine
+
+
+def machine_of(session: Sequence[float]) -> str | None:
+    """The machine a session was recorded on, when it says."""
+    return getattr(session, "machine", None)
+
+
+def machines_of(sessions: Sequence[Sequence[float]]) -> list[str]:
+    """Each session's machine label; sessions that name none share one label (one unknown machine)."""
+    return [machine_of(s) or "?" for s in sessions]
+
+
+@dataclass(frozen=True)
+class Components:
+    """The variance components of a set of sessions (log scale: relative spreads)."""
+
+    sessions: int
+    machines: int
+    sigma_run: float  # pooled SD of log samples around their session's median
+    sigma_within: float  # SD of session log medians within a machine (boot-to-boot + the run noise of a median)
+    sigma_boot: float  # the boot-to-boot term alone
+    sigma_machine: float  # the machine term
+    df_within: int  # sessions - machines
+    samples_per_session: float  # their mean sample count
+    centre: float  # log: the precision-weighted mean of the machines' means
+    centre_var: float  # its variance
+    machine_means: dict[str, tuple[float, int]]  # label -> (mean log median, sessions)
+
+    def line(self) -> str:
+        """'run noise 0.9%, boot-to-boot 1.2%, machine term 2.4% over 3 machines (45 sessions)'."""
+        machine = (f"machine term {self.sigma_machine:.1%} over {self.machines} machines" if self.machines > 1
+                   else "machine term unmeasured (every session from one machine)")
+        return (f"run noise {self.sigma_run:.1%}, boot-to-boot {self.sigma_boot:.1%}, {machine} "
+                f"({self.sessions} sessions)")
+
+
+def _log_medians(sessions: Sequence[Sequence[float]]) -> np.ndarray:
+    return np.log([float(np.median(np.asarray(s, dtype=float))) for s in sessions])
+
+
+def components(sessions: Sequence[Sequence[float]], machines: Sequence[str] | None = None) -> Components:
+    """The components of ``sessions`` (2 or more), grouped by ``machines`` (default: each session's own
+    label, :func:`machines_of`)."""
+    if len(sessions) < 2:
+        raise ValueError(f"need at least 2 sessions, got {len(sessions)}")
+    labels = list(machines) if machines is not None else machines_of(sessions)
+    if len(labels) != len(sessions):
+        raise ValueError(f"{len(sessions)} sessions but {len(labels)} machine labels")
+    lm = _log_medians(sessions)
+    order = list(dict.fromkeys(labels))
+    groups = [np.array([i for i, x in enumerate(labels) if x == k]) for k in order]
+    n = np.array([g.size for g in groups], dtype=float)
+    means = np.array([lm[g].mean() for g in groups])
+    big_n, g = len(sessions), len(groups)
+    df_w = big_n - g
+    ssw = float(sum(((lm[ix] - lm[ix].mean()) ** 2).sum() for ix in groups))
+    msw = ssw / df_w if df_w > 0 else 0.0
+    if df_w == 0:  # one session per machine: the within-machine spread is not separable from the machine term
+        msw = float(lm.var(ddof=1))
+    sm2 = 0.0
+    if g > 1 and df_w > 0:
+        msb = float((n * (means - lm.mean()) ** 2).sum() / (g - 1))
+        n0 = (big_n - float((n**2).sum()) / big_n) / (g - 1)
+        sm2 = max(0.0, (msb - msw) / n0)
+    w = 1.0 / (sm2 + msw / n) if msw + sm2 > 0 else n
+    centre = float((w * means).sum() / w.sum())
+    resid = np.concatenate([np.log(np.asarray(s, dtype=float)) - m for s, m in zip(sessions, lm, strict=True)])
+    dof = max(int(resid.size) - big_n, 1)
+    s_run = float(math.sqrt(float((resid**2).sum()) / dof))
+    per_session = float(np.mean([MEDIAN_EFFICIENCY * s_run / math.sqrt(len(s)) for s in sessions]))
+    boot = math.sqrt(max(0.0, msw - per_session**2))
+    return Components(
+        sessions=big_n, machines=g, sigma_run=s_run, sigma_within=math.sqrt(msw), sigma_boot=boot,
+        sigma_machine=math.sqrt(sm2), df_within=df_w, samples_per_session=float(np.mean([len(s) for s in sessions])),
+        centre=centre, centre_var=float(1.0 / w.sum()),
+        machine_means={k: (float(m), int(c)) for k, m, c in zip(order, means, n, strict=True)},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Where one more healthy session's median lands: ``exp(centre ± q·sd)``, two-sided at ``alpha``."""
+
+    centre: float  # log
+    sd: float  # log
+    alpha: float
+    new_machine: bool
+    components: Components
+
+    @property
+    def q(self) -> float:
+        """The quantile: Student's t over the within-machine degrees of freedom for a known machine; the
+        normal one for a new machine (plug-in: the machine term's own uncertainty is not in it)."""
+        df = self.components.df_within
+        if not self.new_machine and df > 0:
+            return float(_sps.t.ppf(1.0 - self.alpha / 2.0, df))
+        return float(_sps.norm.ppf(1.0 - self.alpha / 2.0))
+
+    @property
+    def tolerance(self) -> float:
+        """The slowdown (relative, below the centre) a healthy session passes with probability alpha/2."""
+        return float(-math.expm1(-self.q * self.sd))
+
+    @property
+    def detects(self) -> float:
+        """The slowdown flagged in 19 of 20 sessions (the new session has the predicted spread)."""
+        return float(-math.expm1(-(self.q + float(_sps.norm.ppf(0.95))) * self.sd))
+
+    @property
+    def centre_value(self) -> float:
+        return math.exp(self.centre)
+
+    def change(self, median: float) -> float:
+        """``median`` relative to the centre (+0.05: 5% above)."""
+        return median / self.centre_value - 1.0
+
+    def p(self, median: float) -> float:
+        """Two-sided p of ``median`` under the interval."""
+        if self.sd <= 0:
+            return 1.0 if math.log(median) == self.centre else 0.0
+        return float(2.0 * _sps.norm.sf(abs(math.log(median) - self.centre) / self.sd))
+
+    @property
+    def note(self) -> str:
+        c = self.components
+        where = ("a run on a machine none of them was recorded on is judged against the prediction interval "
+                 "for a new machine" if self.new_machine else
+                 "judged as a run on the machine they were recorded on")
+        text = (f"{c.line()}; {where}: ±{self.tolerance:.1%} around {self.centre_value:.4g}; a slowdown of "
+                f"{self.detects:.1%} or more is flagged in 19 of 20 runs")
+        if self.new_machine and 1 < c.machines < 6:
+            text += (f" (the machine term rests on {c.machines} machines, {c.machines - 1} degree(s) of freedom: "
+                     "record sessions on more machines to pin it down)")
+        return text
+
+
+def predict(comp: Components, *, alpha: float = 0.01, machine: str | None = None,
+            n_current: int | None = None) -> Prediction:
+    """The prediction interval of one more session: on ``machine`` when the components know it, else on a
+    new machine. ``n_current``: the new session's sample count (default: as the recorded ones)."""
+    extra = 0.0
+    if n_current:  # a new session of fewer samples than the recorded ones: its own median is noisier
+        extra = max(0.0, (MEDIAN_EFFICIENCY * comp.sigma_run) ** 2 * (1.0 / n_current - 1.0 / comp.samples_per_session))
+    known = machine is not None and machine in comp.machine_means and comp.machines > 1
+    if known:
+        mean, n = comp.machine_means[machine]  # type: ignore[index]
+        var = comp.sigma_within**2 * (1.0 + 1.0 / n) + extra
+        return Prediction(mean, math.sqrt(var), alpha, False, comp)
+    if comp.machines == 1:
+        mean, n = next(iter(comp.machine_means.values()))
+        var = comp.sigma_within**2 * (1.0 + 1.0 / n) + extra
+        return Prediction(mean, math.sqrt(var), alpha, False, comp)
+    var = comp.sigma_machine**2 + comp.sigma_within**2 + comp.centre_var + extra
+    return Prediction(comp.centre, math.sqrt(var), alpha, True, comp)
+
+
+__all__ = ["Components", "MachineSession", "Prediction", "components", "machine_of", "machines_of", "predict"]
