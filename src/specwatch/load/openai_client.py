@@ -6,11 +6,15 @@ time to the first chunk that carries text, the gaps between later text chunks ar
 latencies, and the completion tokens come from the final usage chunk (else each text chunk counts as
 one token, and ``meta_info["completion_tokens_from"]`` says ``"chunks"``). A chunk may carry several
 tokens (a speculative server's accepted run): the usage count is spread over the chunks in proportion
-to their text. Requests ask for ``ignore_eos`` (vLLM and SGLang accept it), so every run has the same
-length; a server that answers 400 to it is asked once more without, and the client then stops
-sending it and keeps a note (:attr:`Client.notes`). The result is the same :class:`Generation` the
-rest of the load code consumes, and every failure is the one-line error ``/generate`` raises
-(:class:`~specwatch.errors.RequestRejected` for a 4xx, :class:`~specwatch.errors.InfraError` otherwise).
+to their text. A reasoning model's thinking (``delta.reasoning_content``, or vLLM's ``reasoning``)
+is text too: its tokens are decoded and counted like the answer's. Requests ask for ``ignore_eos``
+(vLLM and SGLang accept it), so every run has the same length; a server that answers 400 or 422 to
+it (``transformers serve`` refuses unknown fields with a 422) is asked once more without, and the
+client then stops sending it and keeps a note (:attr:`Client.notes`). The result is the same
+:class:`Generation` the rest of the load code consumes, and every failure is the one-line error
+``/generate`` raises (:class:`~specwatch.errors.RequestRejected` for a 4xx,
+:class:`~specwatch.errors.InfraError` otherwise), with the server's own message when its error body
+is JSON (``detail``, ``error.message`` or ``message``).
 
 :func:`client_for` picks the client a profile's ``load_api`` needs.
 """
@@ -18,6 +22,7 @@ rest of the load code consumes, and every failure is the one-line error ``/gener
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +35,36 @@ from specwatch.profiles.profile import ServerProfile
 
 #: load API -> the route it posts to
 ROUTES = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+#: the statuses of a server that refuses a field it does not know (FastAPI's validation error is 422)
+REFUSED_FIELD = (400, 422)
+#: an error chunk whose message was not escaped (not JSON): ``{"error": "... "quoted" ..."}``, or one
+#: cut at the first newline of its message (the rest of it is not a ``data:`` line)
+_BROKEN_ERROR = re.compile(rb'\{\s*"error"\s*:\s*"?(.*?)"?\s*\}?\s*$', re.DOTALL)
+#: the fields of a chat delta that carry generated text: the answer, and a reasoning model's thinking
+DELTA_TEXT = ("content", "reasoning_content", "reasoning")
+
+
+def _message(data: Any) -> Any:
+    """The message of a parsed error body: FastAPI's ``detail``, OpenAI's and vLLM's
+    ``error.message``, a bare ``error`` string or a ``message``; None when it has none."""
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    for said in (data.get("detail"), error.get("message") if isinstance(error, dict) else error, data.get("message")):
+        if said:
+            return said
+    return None
+
+
+def error_text(body: str, limit: int = 300) -> str:
+    """One line of an error body: the server's message when the body is JSON that has one, else the
+    body itself; whitespace folded, at most ``limit`` characters."""
+    try:
+        said = _message(json.loads(body)) or body
+    except (ValueError, RecursionError):
+        said = body
+    text = said if isinstance(said, str) else json.dumps(said, sort_keys=True)
+    return " ".join(text.split())[:limit]
 
 
 def spread(total: int, weights: Sequence[int]) -> list[int]:
@@ -57,9 +92,9 @@ def _chunk_text(chunk: dict[str, Any]) -> tuple[str, str | None]:
         if not isinstance(choice, dict):
             continue
         delta = choice.get("delta")
-        piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-        if isinstance(piece, str):
-            pieces.append(piece)
+        for piece in [delta.get(k) for k in DELTA_TEXT] if isinstance(delta, dict) else [choice.get("text")]:
+            if isinstance(piece, str):
+                pieces.append(piece)
         finish = choice.get("finish_reason") or finish
     return "".join(pieces), finish
 
@@ -98,7 +133,7 @@ class OpenAIClient(Client):
                 async with self.session.get(self.base_url + "/v1/models") as resp:
                     if resp.status != 200:
                         raise InfraError(
-                            f"{where} -> HTTP {resp.status}: {(await resp.text())[:300]}; set model "
+                            f"{where} -> HTTP {resp.status}: {error_text(await resp.text())}; set model "
                             "in the profile to the served model name"
                         )
                     data = await resp.json(content_type=None)
@@ -172,19 +207,21 @@ class OpenAIClient(Client):
                     if resp.status == 200:
                         read = self._read_sse if stream else self._read_json
                         return 200, "", await read(resp, start, where), "ignore_eos" in body
-                    text = f"{where} -> HTTP {resp.status}: {' '.join((await resp.text())[:500].split())}"
+                    text = f"{where} -> HTTP {resp.status}: {error_text(await resp.text(), 500)}"
                     return resp.status, text, None, "ignore_eos" in body
             except aiohttp.ClientError as exc:
                 raise InfraError(f"{where} failed: {exc}") from exc
 
         status, text, gen, sent = await post()
-        if gen is None and status == 400 and sent:  # once more without ignore_eos
+        if gen is None and status in REFUSED_FIELD and sent:  # once more without ignore_eos
             self.send_ignore_eos = False
-            gen = (await post())[2]
+            again, text_again, gen, _ = await post()
+            why = text.split(" -> ", 1)[-1][:200]
             if gen is None:
-                self.send_ignore_eos = True  # the 400 was about something else: say the first answer
+                self.send_ignore_eos = True  # not (only) ignore_eos: say what the server said without it
+                if text_again != text:
+                    status, text = again, f"{text_again} (asked with ignore_eos first: {why})"
             else:
-                why = text.split(" -> ", 1)[-1][:200]
                 self.notes.append(
                     f"{self.base_url}{self.route} refused ignore_eos ({why}); requests go without it, "
                     "so they may stop at the model's end of sequence"
@@ -235,11 +272,15 @@ class OpenAIClient(Client):
             try:
                 chunk = json.loads(payload)
             except ValueError:
+                broken = _BROKEN_ERROR.match(payload)  # transformers serve writes its message unescaped
+                if broken:
+                    said = " ".join(broken[1].decode(errors="replace").split())[:300]
+                    raise InfraError(f"{where}: the stream reported an error: {said}") from None
                 raise InfraError(f"{where}: malformed stream line {payload[:120]!r} (not JSON)") from None
             if not isinstance(chunk, dict):
                 raise InfraError(f"{where}: malformed stream line {payload[:120]!r} (not a JSON object)")
             if chunk.get("error"):
-                said = " ".join(str(chunk["error"]).split())[:300]
+                said = error_text(json.dumps(chunk, sort_keys=True))
                 raise InfraError(f"{where}: the stream reported an error: {said}")
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
