@@ -15,6 +15,7 @@ import pytest
 from specwatch.load.measure import Measurement
 from specwatch.load.workload import Workload, prompt_set
 from specwatch.profiles.profile import ServerProfile
+from specwatch.run.fixtures import profile_or_skip
 from specwatch.run.session import Session
 
 #: Small and quick: enough verify cycles for several Decode lines per request.
@@ -24,13 +25,25 @@ LOSSLESS_PROMPTS = prompt_set(seed=1234, n=6, words=16)
 LOSSLESS_MAX_NEW = 48
 
 
-def fault_profile(session: Session, role: str, suffix: str, *fault_args: str, **changes: Any) -> ServerProfile:
-    """The profile of ``role`` with a fault: ``name+suffix``, extra flags, other field changes."""
+def fault_profile(session: Session, role: str, suffix: str, *fault_args: str, needs: tuple[str, ...] = (),
+                  **changes: Any) -> ServerProfile:
+    """The profile of ``role`` with a fault: ``name+suffix``, extra flags, other field changes.
+
+    Skips, saying which, when the run cannot boot it: ``--server-url``, no server for ``role`` (or
+    for a role in ``needs``, which the test compares it with), or a fault switch (``fault_args``) on a
+    server that is not the reference server (the switches are the reference server's own).
+    """
+    what = f"a fault test ({' '.join(fault_args) or suffix} on the {role} server)"
+    if fault_args:
+        what = f"a reference-server fault test ({' '.join(fault_args)} on the {role} server)"
     if session.config.server_url:
-        pytest.skip("--server-url: fault configurations cannot be booted")
-    base = session.profile_for(role)
+        pytest.skip(f"{what}: --server-url: fault configurations cannot be booted")
+    base = profile_or_skip(session, role, what)
+    for other in needs:
+        profile_or_skip(session, other, what)
     if fault_args and base.engine != "reference":
-        pytest.skip(f"{' '.join(fault_args)} is a reference-server fault switch; {base.name} runs {base.engine}")
+        pytest.skip(f"{what}: {' '.join(fault_args)} is a switch of the reference server (engine = \"reference\"); "
+                    f"{base.name} runs engine = {base.engine!r}")
     return dataclasses.replace(base, name=f"{base.name}+{suffix}", extra_args=(*base.extra_args, *fault_args),
                                **changes)
 

@@ -8,6 +8,8 @@ session's pool with an extra profile; the last check needs no server at all.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from correctness.faultkit import LOSSLESS_MAX_NEW, LOSSLESS_PROMPTS, baseline_measurement, fault_profile
@@ -28,11 +30,10 @@ def _tree(server: RunningServer) -> tuple[list[procenv.ProcInfo], list[procenv.P
 
 
 def test_leaked_sitecustomize_contaminates_untuned_server(specwatch_session: Session, tmp_path_factory) -> None:
+    prof = fault_profile(specwatch_session, "untuned", "leaked-sitecustomize")
     leak_dir = tmp_path_factory.mktemp("leaked-sitecustomize")
     probe.write_setter(leak_dir, TUNED_NCCL)
-    untuned = specwatch_session.profile_for("untuned")
-    prof = fault_profile(specwatch_session, "untuned", "leaked-sitecustomize",
-                         pythonpath=(*untuned.pythonpath, str(leak_dir)))
+    prof = dataclasses.replace(prof, pythonpath=(*prof.pythonpath, str(leak_dir)))
     server = specwatch_session.server_for_profile(prof)
     result = environment.check(specwatch_session, server)
     assert result.failed, result.message
@@ -84,7 +85,7 @@ def test_eager_verify_fails_graph_check(specwatch_session: Session, boot_and_mea
 
 
 def test_diverging_draft_fails_lossless(specwatch_session: Session) -> None:
-    prof = fault_profile(specwatch_session, "spec", "diverge", "--ref-fault-diverge")
+    prof = fault_profile(specwatch_session, "spec", "diverge", "--ref-fault-diverge", needs=("baseline",))
     result = lossless_live.check(specwatch_session, "baseline", prof, LOSSLESS_PROMPTS, LOSSLESS_MAX_NEW)
     assert result.failed, result.message
     differing = result.details.differing

@@ -17,6 +17,7 @@ from specwatch.errors import SpecwatchError
 from specwatch.run.activation import activate_or_exit
 
 if TYPE_CHECKING:  # imported only for the annotations: a dormant plugin loads no session or pool
+    from specwatch.profiles.profile import ServerProfile
     from specwatch.run.session import Session
     from specwatch.server.pool import RunningServer
 
@@ -27,11 +28,17 @@ def specwatch_session(request: pytest.FixtureRequest) -> Session:
     return activate_or_exit(request.config)
 
 
-def _server(session: Session, role: str) -> RunningServer:
+def profile_or_skip(session: Session, role: str, why: str = "") -> ServerProfile:
+    """The profile of ``role`` (or name); a skip naming what is missing when the profile set has none
+    (``why``: what the test needed it for, e.g. "a reference-server fault test")."""
     try:
-        session.profile_for(role)
+        return session.profile_for(role)
     except SpecwatchError as exc:
-        pytest.skip(str(exc))
+        pytest.skip(f"{why}: {exc}" if why else str(exc))
+
+
+def _server(session: Session, role: str) -> RunningServer:
+    profile_or_skip(session, role)
     return session.server(role)
 
 
