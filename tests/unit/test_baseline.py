@@ -440,3 +440,83 @@ def test_the_note_never_claims_more_than_the_sessions_record() -> None:
     assert "of the class" not in note
     assert "no session records its machine" in metric([None, None]).reference_for("x", 3, same_class=False)[2]
     assert metric([None, None]).reference_for("x", 3)[2] == ""  # nothing known, nothing claimed
+
+
+# -- issue 24 item 4: baselines accumulate sessions by default; replacing is explicit, said in one line --
+
+
+def _run(tmp_path: Path, center: float, **options: object) -> tuple[Baseline, list[str]]:
+    """One ``pytest -m perf --update-baselines`` run's persist step (summary.persist), with ``options``."""
+    from specwatch.run.options import Config
+    from specwatch.run.record import RunRecord
+    from specwatch.run.summary import persist
+
+    rs = ResultSet(machine={"machine_class": "cpu-2core", "host_id": "h1"}, commit="c")
+    rs.add(Result.make("eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                       samples=[center + k for k in range(5)]))
+    cfg = Config(update_baselines=True, rootdir=tmp_path, history=str(tmp_path / "h.sqlite"), **options)
+    said: list[str] = []
+    persist(RunRecord(results=rs), cfg, perf_run=False, machine_class=lambda: "cpu-2core",
+            tolerance_for=lambda _: 0.05, progress=said.append)
+    return BaselineStore(tmp_path / "baselines").load("cpu-2core", "eagle3-tuned"), said
+
+
+def test_a_second_update_baselines_adds_a_session_and_replacing_is_said_in_one_line(tmp_path: Path) -> None:
+    from specwatch.run.options import DEFAULTS
+
+    assert DEFAULTS["baseline_sessions"] is None and DEFAULTS["replace_baselines"] is False
+    base, _ = _run(tmp_path, 100.0)
+    assert len(base.get("single-stream", "decode_tok_s").sessions) == 1
+    base, said = _run(tmp_path, 110.0)
+    m = base.get("single-stream", "decode_tok_s")
+    assert [s["samples"][0] for s in m.sessions] == [100.0, 110.0] and len(m.samples) == 10
+    assert not [line for line in said if "dropped" in line]  # nothing dropped, nothing to say
+    _run(tmp_path, 120.0)
+    base, said = _run(tmp_path, 130.0, replace_baselines=True)
+    assert [s["samples"][0] for s in base.get("single-stream", "decode_tok_s").sessions] == [130.0]
+    (line,) = [line for line in said if "dropped" in line]
+    assert line.endswith("eagle3-tuned.json: its 3 earlier session(s) dropped (--specwatch-replace-baselines)"), line
+    assert "\n" not in line
+    _run(tmp_path, 140.0)
+    base, said = _run(tmp_path, 150.0, baseline_sessions=2)
+    assert [s["samples"][0] for s in base.get("single-stream", "decode_tok_s").sessions] == [140.0, 150.0]
+    assert any("kept the last 2 session(s), dropped the 1 oldest (--specwatch-baseline-sessions 2)" in x for x in said)
+
+
+def test_baseline_update_adds_by_default_and_replace_says_so(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+
+    path = tmp_path / "r.json"
+    results().save(path)
+    for _ in range(2):
+        assert main(["baseline", "update", str(path), "--baseline-dir", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    base = BaselineStore(tmp_path / "b").load("h200x2-nvlink", "baseline")
+    assert all(len(m.sessions) == 2 for m in base.metrics.values())
+    assert main(["baseline", "update", str(path), "--baseline-dir", str(tmp_path / "b"), "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("replaced ")] == [
+        f"replaced {tmp_path / 'b' / 'h200x2-nvlink' / name}.json: its 2 earlier session(s) dropped (--replace)"
+        for name in ("baseline", "eagle3")]
+    assert all(len(m.sessions) == 1 for m in BaselineStore(tmp_path / "b").load(
+        "h200x2-nvlink", "baseline").metrics.values())
+
+
+def test_sessions_record_the_gpu_identity_and_are_grouped_by_machine(tmp_path: Path) -> None:
+    from specwatch.store.baseline import session_machine
+
+    ident = {"hostname": "node7", "gpu_uuids": ["GPU-b", "GPU-a"], "gpu_serials": ["1652"],
+             "gpu_pci_bus_ids": ["00000000:18:00.0"]}
+    rs = ResultSet(machine={"machine_class": "h200x1", "host_id": "h1", "gpu_identity": ident}, commit="c1")
+    rs.add(Result.make("p", "w", "decode_tok_s", unit="tok/s", higher_is_better=True, samples=[1.0, 2.0]))
+    store = BaselineStore(tmp_path)
+    store.record_all(rs)
+    sess = store.load("h200x1", "p").get("w", "decode_tok_s").sessions[0]
+    assert sess["gpu_identity"] == ident and sess["host"] == "h1"
+    assert session_machine(sess) == "gpu:GPU-a,GPU-b"  # the GPUs, whatever host names them
+    assert session_machine({"host": "h1", "commit": "c1"}) == "host:h1"
+    assert session_machine({"commit": "1f61c74"}) == "commit:1f61c74"  # the committed leases
+    assert session_machine({"gpu_identity": {"gpu_uuids": None}, "recorded": "2026-11-29T21:57"}) == "day:2026-11-29"
+    # a fingerprint's identity is not a machine difference to warn about (like host_id)
+    assert store.load("h200x1", "p").fingerprint_warning({"machine_class": "h200x1", "gpu_identity": {}}) is None

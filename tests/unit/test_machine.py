@@ -295,3 +295,24 @@ def test_engine_identity_prefers_the_servers_own_version(tmp_path) -> None:
     assert both["engine_version"] == "0.5.22+0.5.23"  # two installs under test: both said
     fp = machine.fingerprint("sglang", "0.5.23", engine_commit="abc", runner=fake_runner({}), with_torch=False)
     assert (fp["engine_version"], fp["engine_commit"]) == ("0.5.23", "abc")
+
+
+SERIAL_BUS = "1652922001234, 00000000:18:00.0\n[N/A], 00000000:2A:00.0\n"
+
+
+def test_fingerprint_records_each_visible_gpus_identity_and_none_on_cpu() -> None:
+    runner = fake_runner({
+        "--query-gpu=name,driver_version --format=csv,noheader": H200_QUERY,
+        "--query-gpu=uuid --format=csv,noheader": H200_UUIDS,
+        "--query-gpu=serial,pci.bus_id --format=csv,noheader": SERIAL_BUS,
+        "--version": H200_VERSION,
+        "topo -m": H200_TOPO,
+    })  # fmt: skip
+    ident = machine.fingerprint(runner=runner, with_torch=False, env={"CUDA_VISIBLE_DEVICES": "1"})["gpu_identity"]
+    assert ident["gpu_uuids"] == ["GPU-9e01d7b2-aaaa-bbbb-cccc-111111111111"]
+    assert ident["gpu_serials"] is None  # "[N/A]" is no serial
+    assert ident["gpu_pci_bus_ids"] == ["00000000:2A:00.0"]
+    assert ident["hostname"]
+    cpu = machine.fingerprint(runner=lambda argv: None, with_torch=False, env={})["gpu_identity"]
+    assert set(cpu) == {"hostname", "gpu_uuids", "gpu_serials", "gpu_pci_bus_ids"}
+    assert cpu["gpu_uuids"] is None and cpu["gpu_serials"] is None and cpu["gpu_pci_bus_ids"] is None

@@ -57,6 +57,12 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
     if not chosen:
         raise UsageError(f"{args.baseline} has no metric {', '.join(metrics)} (it has "
                          f"{', '.join(sorted({ks.metric for ks in keys})) or 'none'})")
+    if args.leave_one_machine_out:
+        from specwatch.cli.machineout import leave_one_machine_out
+
+        return leave_one_machine_out(args, chosen)
+    if args.peer:
+        raise UsageError("baseline check: --peer goes with --leave-one-machine-out")
     print(f"specwatch baseline check {args.baseline}: each recorded session against the others, with the drift "
           f"verdict (requested tolerance {args.tolerance:.1%}, alpha {args.alpha:g})", flush=True)
     false_alarms, checked = 0, 0
@@ -125,6 +131,12 @@ def register_baseline_check(baseline_subparsers: Any) -> None:
                         "sessions set their own")
     p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"],
                    help=f"significance level, in (0, 1) (default {DEFAULTS['alpha']})")
+    p.add_argument("--leave-one-machine-out", action="store_true",
+                   help="the detector benchmark instead: each session judged against the sessions of the other "
+                        "machines, as recorded and 2, 4, 6 and 8%% slower, by the drift gate and by its peers")
+    p.add_argument("--peer", action="append", default=None, choices=("pytest-benchmark", "asv", "otava", "changepoint"),
+                   help="with --leave-one-machine-out: a peer judged beside the gate, repeatable (default: all four; "
+                        "one whose package is not installed says so)")
     p.set_defaults(func=_cmd_baseline_check)
 
 

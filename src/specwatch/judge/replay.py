@@ -18,9 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specwatch.judge.compare import MIN_SESSIONS, Comparison, DriftBasis, DriftVerdict, drift
+from specwatch.judge.variance import machine_of, machines_of
 
 Sessions = Sequence[Sequence[float]]
 Scores = Sequence[float | None]
+#: a detector: (the held-out session's samples, the reference sessions in recorded order) -> flagged as slower
+Detector = Callable[[Sequence[float], Sessions], bool]
+#: the scalings of a held-out session in the leave-one-machine-out replay (issue 23: 2, 4, 6 and 8% slower)
+SCALES = (0.98, 0.96, 0.94, 0.92)
 #: the grid of the smallest slowdown flagged: 0.1 %
 STEP = 0.001
 #: no slowdown beyond this is tried: a baseline that cannot flag 90 % flags nothing useful
@@ -35,6 +40,7 @@ class Judge:
     requested: float = 0.05  # the tolerance asked for (the drift gate's default)
     alpha: float = 0.01
     class_spread: tuple[float, str] | None = None  # the machine class's spread, for baselines of few sessions
+    n_resamples: int = 4000  # of each verdict's ratio CI (no regression verdict depends on it)
 
     def verdict(self, current: Sequence[float], sessions: Sessions, scores: Scores | None = None,
                 score: float | None = None) -> tuple[Comparison, DriftBasis]:
@@ -42,8 +48,13 @@ class Judge:
         sessions' machine yardstick scores (None where none), ``score``: the current run's."""
         pooled = [float(x) for s in sessions for x in s]
         return drift(current, pooled, higher_is_better=self.higher_is_better, requested=self.requested,
-                     alpha=self.alpha, sessions=[list(s) for s in sessions], class_spread=self.class_spread,
-                     session_scores=None if scores is None else list(scores), run_score=score)
+                     alpha=self.alpha, sessions=list(sessions), class_spread=self.class_spread,
+                     session_scores=None if scores is None else list(scores), run_score=score,
+                     n_resamples=self.n_resamples)
+
+    def flags(self, current: Sequence[float], sessions: Sessions) -> bool:
+        """Whether the drift gate calls ``current`` a regression against ``sessions`` (a :data:`Detector`)."""
+        return self.verdict(current, sessions)[0].verdict is DriftVerdict.REGRESSION
 
     def slowed(self, samples: Sequence[float], slowdown: float) -> list[float]:
         """``samples`` of a server slower by the fraction ``slowdown``."""
@@ -204,3 +215,41 @@ def rates(
             rate.add(*judge.verdict(run, reference(None)))
         out.append(rate)
     return out
+
+
+@dataclass
+class HeldOutRates:
+    """One detector's counts over every held-out session: false alarms as recorded, and detections of
+    each scaling (:data:`SCALES`)."""
+
+    detector: str
+    judged: int = 0
+    false_alarms: int = 0
+    detected: dict[float, int] = field(default_factory=dict)
+
+
+def leave_one_machine_out(detectors: Sequence[tuple[str, Detector]], sessions: Sessions, *,
+                          higher_is_better: bool = True, scales: Sequence[float] = SCALES,
+                          machines: Sequence[str] | None = None) -> list[HeldOutRates]:
+    """Each session judged by each detector against the sessions of every *other* machine (in recorded
+    order), as recorded and with its samples scaled by each of ``scales`` (a slower server: times the
+    scale where higher is better, divided by it where lower is). ``machines``: each session's machine
+    (default: the machine each names, :func:`specwatch.judge.variance.machines_of`); needs 2 or more."""
+    labels = list(machines) if machines is not None else machines_of(sessions)
+    if len(set(labels)) < 2:
+        raise ValueError(f"leave-one-machine-out needs sessions of 2 or more machines, got {len(set(labels))}")
+    out = [HeldOutRates(name, detected=dict.fromkeys(scales, 0)) for name, _ in detectors]
+    for i, current in enumerate(sessions):
+        others = [s for s, m in zip(sessions, labels, strict=True) if m != labels[i]]
+        for rate, (_, flagged) in zip(out, detectors, strict=True):
+            rate.judged += 1
+            rate.false_alarms += bool(flagged(list(current), others))
+            for k in scales:
+                slowed = [x * k if higher_is_better else x / k for x in current]
+                rate.detected[k] += bool(flagged(slowed, others))
+    return out
+
+
+def machine_labels(sessions: Sessions) -> list[str | None]:
+    """The machine each session names (None: none)."""
+    return [machine_of(s) for s in sessions]

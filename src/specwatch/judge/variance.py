@@ -188,7 +188,8 @@ def predict(comp: Components, *, alpha: float = 0.01, machine: str | None = None
     new machine. ``n_current``: the new session's sample count (default: as the recorded ones)."""
     extra = 0.0
     if n_current:  # a new session of fewer samples than the recorded ones: its own median is noisier
-        extra = max(0.0, (MEDIAN_EFFICIENCY * comp.sigma_run) ** 2 * (1.0 / n_current - 1.0 / comp.samples_per_session))
+        per = (MEDIAN_EFFICIENCY * comp.sigma_run) ** 2
+        extra = max(0.0, per * (1.0 / n_current - 1.0 / comp.samples_per_session))
     known = machine is not None and machine in comp.machine_means and comp.machines > 1
     if known:
         mean, n = comp.machine_means[machine]  # type: ignore[index]
@@ -202,4 +203,15 @@ def predict(comp: Components, *, alpha: float = 0.01, machine: str | None = None
     return Prediction(comp.centre, math.sqrt(var), alpha, True, comp)
 
 
-__all__ = ["Components", "MachineSession", "Prediction", "components", "machine_of", "machines_of", "predict"]
+def best_detection(sd: float, slowdown: float, false_alarm_rate: float) -> float:
+    """The share of sessions slower by ``slowdown`` that the best one-sided rule flags while it calls
+    ``false_alarm_rate`` of healthy ones regressions, when a new session's log median has SD ``sd``
+    (the limit the components set: no rule does better on average)."""
+    if sd <= 0:
+        return 1.0
+    z = float(_sps.norm.isf(false_alarm_rate))
+    return float(_sps.norm.cdf((-math.log1p(-slowdown) - z * sd) / sd))
+
+
+__all__ = ["Components", "MachineSession", "Prediction", "best_detection", "components", "machine_of", "machines_of",
+           "predict"]
