@@ -8,10 +8,12 @@ measurements, so they never reach results files or baselines.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
+from specwatch.checks import lossless
 from specwatch.load.measure import Measurement
 from specwatch.load.workload import Workload, prompt_set
 from specwatch.profiles.profile import ServerProfile
@@ -53,3 +55,27 @@ def baseline_measurement(session: Session, spec: Measurement) -> Measurement | N
     verify-graphs check's yardstick for a plain decode step."""
     base = session.profiles.for_role("baseline")
     return session.measurements.get((base.name, spec.workload.name)) if base else None
+
+
+#: ask(requests, max_new_tokens) -> one server's greedy outputs with logprobs (text prompts or input ids)
+Ask = Callable[[Sequence[str | Sequence[int]], int | Sequence[int]], list[lossless.Scored]]
+
+
+def repeat_report(first: Sequence[lossless.Scored], ask: Ask, prompts: Sequence[str], max_new_tokens: int,
+                  name: str) -> lossless.LosslessReport:
+    """One server's greedy outputs against the same server asked again, judged exactly as the lossless
+    check judges two servers (:mod:`specwatch.checks.lossless`): the runs' own logprobs give the noise
+    where they agree and the near-tie bound; after a near-tie flip both runs continue from the same
+    prefix (each asked again), and anything else is a divergence."""
+    again = ask(prompts, max_new_tokens)
+    noise = lossless.agreement_noise(zip(first, again, strict=True))
+    bound = lossless.tie_bound(noise)
+    traces = [lossless.PromptTrace(o.prompt_ids, max_new_tokens) for o in first]
+    for trace, a, b in zip(traces, first, again, strict=True):
+        trace.advance(a, b, bound)
+    while pending := [t for t in traces if t.anchor is not None]:
+        anchors, lens = [t.anchor for t in pending], [t.remaining for t in pending]
+        for trace, a, b in zip(pending, ask(anchors, lens), ask(anchors, lens), strict=True):
+            trace.advance(a, b, bound)
+    return lossless.compare_outputs([t.base_ids for t in traces], [t.spec_ids for t in traces], prompts,
+                                    names=(f"{name} (first run)", f"{name} (again)"), traces=traces, noise=noise)
