@@ -2,8 +2,12 @@
 
 The head commit slows the server from OUTSIDE its code: its profile puts
 fixtures/faults/slowdown (a sitecustomize that busy-waits after every attention call) on the
-server's PYTHONPATH. The reference server itself is unchanged. ab must call that a regression
-(exit 1), and the base measured against itself no regression (exit 0).
+server's PYTHONPATH (1000 us after every attention call: the head read 4-5x slower on a loaded
+2-core CPU). The reference server itself is unchanged.
+Under the defaults of the machine class (a shared 2-core CPU records no round history, so the
+documented default round spread and the tolerance its looks settle), ab must call that a
+regression within 2 rounds (exit 1), and the base measured against itself no regression (exit 0),
+issue 23's CPU target.
 """
 
 from __future__ import annotations
@@ -48,9 +52,9 @@ def server_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[st
     return repo, shas
 
 
-def _ab(repo: Path, base: str, head: str, tmp: Path, tolerance: float) -> subprocess.CompletedProcess[str]:
+def _ab(repo: Path, base: str, head: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """ab with the machine class's defaults: rounds, looks, tolerance, metrics, alpha, round history."""
     cmd = [sys.executable, "-m", "specwatch.cli", "ab", "--repo", str(repo), "--base", base, "--head", head,
-           "--rounds", "4", "--max-rounds", "6", "--tolerance", str(tolerance), "--metric", "decode_tok_s",
            "--workdir", str(ROOT), "--memo", str(tmp / "memo"), "--step-timeout", "300", "--",
            "-m", "perf", str(ROOT / "tests" / "perf" / "test_throughput.py"), "-k", "drift and output",
            "-p", "no:cacheprovider", "--specwatch-profiles={checkout}/profile.toml",
@@ -60,20 +64,30 @@ def _ab(repo: Path, base: str, head: str, tmp: Path, tolerance: float) -> subpro
 
 def test_ab_flags_a_slowdown_injected_from_outside(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, (base, head) = server_repo
-    out = _ab(repo, base, head, tmp_path, tolerance=0.25)
+    out = _ab(repo, base, head, tmp_path)
     assert out.returncode == 1, out.stdout[-4000:] + out.stderr[-2000:]
     assert "REGRESSION" in out.stdout
-    assert "plain/single-stream/decode_tok_s: regression" in out.stdout
+    assert "head against base, 2 alternating rounds" in out.stdout, out.stdout[-4000:]  # ended at the first look
+    assert "/single-stream/decode_tok_s: regression" in out.stdout or "/single-stream/output_tok_s: regression" in (
+        out.stdout)
+    assert "would have been caught 19 times in 20" in out.stdout
+    assert "the conservative default round spread 15%" in out.stdout  # no round history on this class
     assert _git(repo, "status", "--porcelain") == "" and _git(repo, "rev-parse", "HEAD") == head
     assert "specwatch-bisect-" not in _git(repo, "worktree", "list")  # the worktrees are gone
 
 
 def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
-    # The tolerance is the change that must be ruled out. A 2-core CI machine shared with other
-    # jobs moved single runs between 222 and 389 tok/s (rounds disagreeing by 17 %), and then 6
-    # rounds cannot rule out 25 % (ab says "unsure", exit 3, correctly). 50 % is still far inside
-    # the injected slowdown that the other test must find at 25 %.
+    # The default tolerance is the one the default looks (rounds 2-4) settle at the default round
+    # spread of a class without history (15 %): a shared 2-core CI machine's rounds disagree by
+    # 5-17 %, so 2-4 rounds rule it out, far inside the slowdown the other test must find.
     repo, (base, _) = server_repo
-    out = _ab(repo, base, base, tmp_path, tolerance=0.5)
+    out = _ab(repo, base, base, tmp_path)
+    assert out.returncode != 1, out.stdout[-4000:] + out.stderr[-2000:]  # never a false alarm
+    if out.returncode == 3 and "the run is noisier than its record" in out.stdout:
+        # unsure is the documented answer for rounds far noisier than the spread assumed (another
+        # job hogging the 2 cores moved rounds by +40 % / -75 % / +188 % once): not this test's case
+        pytest.skip("the machine was far noisier than the default round spread: " + out.stdout[-1500:])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "[ab] no regression" in out.stdout
+    assert "[ab] no regression after " in out.stdout
+    rounds = int(out.stdout.split("[ab] no regression after ", 1)[1].split()[0])
+    assert 2 <= rounds <= 4

@@ -225,8 +225,9 @@ def _message(why: str, summary: paired.PairedRounds, plan: KeyPlan, ratios: Sequ
               f"{min(plan.prior.df, sequential.MAX_PRIOR_DF)} df of {plan.source}: {summary.pooled_spread:.1%} over "
               f"{summary.df} df")
     judged = ratios[:summary.rounds]
-    if plan.recorded and len(judged) >= 2 and (p := paired.noisier_than_prior(judged, plan.prior)) < NOISY_DAY_P:
-        spread += (f"; these rounds wander more than the record ({summary.spread:.1%} against {plan.prior.spread:.1%},"
+    if len(judged) >= 2 and (p := paired.noisier_than_prior(judged, plan.prior)) < NOISY_DAY_P:
+        record = "the record" if plan.recorded else "the default round spread"
+        spread += (f"; these rounds wander more than {record} ({summary.spread:.1%} against {plan.prior.spread:.1%},"
                    f" F-test p={p:.2g}): the run is noisier than its record")
     if decided is not None:
         when = f"settled at the look after round {decided}"
