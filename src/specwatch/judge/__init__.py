@@ -13,6 +13,7 @@ __all__ = [
     "speculative",
     "stats",
     "tuning",
+    "variance",
     "verdict",
     "yardstick",
 ]

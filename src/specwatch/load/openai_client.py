@@ -40,8 +40,8 @@ REFUSED_FIELD = (400, 422)
 #: an error chunk whose message was not escaped (not JSON): ``{"error": "... "quoted" ..."}``, or one
 #: cut at the first newline of its message (the rest of it is not a ``data:`` line)
 _BROKEN_ERROR = re.compile(rb'\{\s*"error"\s*:\s*"?(.*?)"?\s*\}?\s*$', re.DOTALL)
-#: the fields of a chat delta that carry generated text: the answer, and a reasoning model's thinking
-DELTA_TEXT = ("content", "reasoning_content", "reasoning")
+#: the fields of a chat delta that carry generated text: a reasoning model's thinking, then the answer
+DELTA_TEXT = ("reasoning_content", "reasoning", "content")
 
 
 def _message(data: Any) -> Any:
