@@ -26,7 +26,7 @@ def _cell(k: int, n: int) -> str:
 
 def leave_one_machine_out(args: argparse.Namespace, chosen: Sequence[Any]) -> int:
     """Print the table per metric of ``chosen`` (:class:`specwatch.store.sessions.KeySessions`)."""
-    from specwatch.cli import peers
+    from specwatch.cli.peers import LABELS, NAMES, detector
     from specwatch.judge import replay, variance
 
     slow, share, alarms, of = TARGET
@@ -46,7 +46,7 @@ def leave_one_machine_out(args: argparse.Namespace, chosen: Sequence[Any]) -> in
               f"{', '.join(kinds)}); {comp.line()}", flush=True)
         judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, None, n_resamples=100)
         rows: list[tuple[str, replay.Detector | str]] = [("specwatch drift gate (new-machine interval)", judge.flags)]
-        rows += [(peers.LABELS[name], peers.detector(name, ks.higher_is_better)) for name in args.peer or peers.NAMES]
+        rows += [(LABELS[name], detector(name, ks.higher_is_better)) for name in args.peer or NAMES]
         width = max(len(name) for name, _ in rows)
         print(f"  {'detector':<{width}}  {'false alarms':>12}  " + "  ".join(
             f"{f'flags {1 - k:.0%}':>13}" for k in replay.SCALES), flush=True)
