@@ -30,6 +30,7 @@ from specwatch.load import gpuclock
 from specwatch.load.client import Client, Generation
 from specwatch.load.openai_client import client_for
 from specwatch.load.workload import Request, Workload
+from specwatch.server.neighbours import neighbours
 from specwatch.server.pool import RunningServer
 from specwatch.signals import logscan, promtext
 
@@ -75,10 +76,13 @@ class Measurement:
     server_info_after: dict[str, Any]
     log_records: list[logscan.Record]
     wall_s: float
+    #: the host was shared during the runs: other xdist workers, other inference servers or GPU processes
     shared_host: bool = False
     gpu_state: dict[str, dict[str, float]] = field(default_factory=dict)  # gpuclock medians during the runs
     #: runs per boot, in order, for measurements pooled over alternating boots (:func:`merge`); (): one boot
     boots: tuple[int, ...] = ()
+    #: what else ran on the host during the runs (:func:`specwatch.server.neighbours.neighbours`)
+    neighbours: tuple[str, ...] = ()
 
     def samples(self, metric: str) -> list[float]:
         """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``)."""
@@ -207,7 +211,8 @@ class _Measuring:
         note(f"{self.server.profile.name} {wl.name}: run {len(self.runs)}/{goal} ({elapsed:.0f} s), "
              f"{self.runs[-1].output_tok_s:.1f} tok/s")
 
-    async def finish(self, wall: float, gpu_state: dict[str, dict[str, float]]) -> Measurement:
+    async def finish(self, wall: float, gpu_state: dict[str, dict[str, float]],
+                     others: tuple[str, ...] = ()) -> Measurement:
         """Counters after the runs, the log lines they wrote, and the Measurement."""
         text_after = await self.client.metrics()
         info_after = await self.client.server_info()
@@ -221,7 +226,7 @@ class _Measuring:
             profile=server.profile.name, workload=self.wl, runs=self.runs,
             metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
             server_info_before=self.info_before, server_info_after=info_after, log_records=records, wall_s=wall,
-            shared_host=server.shared_host, gpu_state=gpu_state,
+            shared_host=server.shared_host or bool(others), gpu_state=gpu_state, neighbours=others,
         )
 
 
@@ -246,6 +251,8 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
             side = _Measuring(server, wl, client)
             await side.warm_up(note)
             sides.append(side)
+        own = [pid for side in sides if (pid := getattr(side.server, "pid", None))]
+        others = dict.fromkeys(neighbours(own))  # before the runs and after: what shared the host meanwhile
         started = time.perf_counter()
         last_note = started
         k = 0
@@ -261,12 +268,17 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
                         side.note(note, now - started)
                     last_note = now
         wall = time.perf_counter() - started
+        others.update(dict.fromkeys(neighbours(own)))
+        if others:
+            shown = ", ".join(list(others)[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+            note(f"{', '.join(s.server.profile.name for s in sides)} {wl.name}: the host was shared during the runs "
+                 f"({shown}); their load is in these numbers")
         for side in sides:  # said once per measurement: which runs streamed in bursts, and what it means
             bursty = [r.itl_note for r in side.runs if r.itl_note]
             if bursty:
                 note(f"{side.server.profile.name} {wl.name}: {len(bursty)} of {len(side.runs)} run(s): {bursty[0]}")
         await asyncio.sleep(0.05)  # let the servers flush their log lines for the last batch
-        return [await side.finish(wall, clocks.result) for side in sides]
+        return [await side.finish(wall, clocks.result, tuple(others)) for side in sides]
 
 
 def measure_interleaved(servers: list[RunningServer], wl: Workload,

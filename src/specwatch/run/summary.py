@@ -32,6 +32,8 @@ def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, A
         extra = {"client_overhead": round(m.client_overhead, 5), "shared_host": m.shared_host,
                  "runs": len(m.runs), "concurrency": m.workload.concurrency,
                  "max_new_tokens": m.workload.max_new_tokens, **m.workload.describe()}
+        if getattr(m, "neighbours", ()):  # what shared the host besides xdist workers (server.neighbours)
+            extra["shared_with"] = list(m.neighbours)
         sm_clock = gpuclock.busiest_sm_clock(m.gpu_state)
         if sm_clock is not None:
             extra["gpu_sm_clock_mhz"] = sm_clock
@@ -147,7 +149,11 @@ def note_lines(findings: Iterable[Any], measurements: Mapping[tuple[str, str], A
         lines += [f"  {m}" for m in missing_baselines]
     shared = [k for k, m in measurements.items() if m.shared_host]
     if shared:
-        lines.append(f"note: {len(shared)} measurement(s) ran while other xdist workers shared this host")
+        others = list(dict.fromkeys(n for m in measurements.values() for n in getattr(m, "neighbours", ())))
+        what = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+        if any(m.shared_host and not getattr(m, "neighbours", ()) for m in measurements.values()):
+            what = "other xdist workers" + (f", {what}" if what else "")
+        lines.append(f"note: {len(shared)} measurement(s) ran on a shared host ({what}); their load is in the numbers")
     return lines
 
 
