@@ -14,7 +14,7 @@ from specwatch.checks.envtree import describe_set_after_start, find_set_after_st
 from specwatch.checks.inspect import inspect_capture, launch_profile, profile_notes
 from specwatch.cli import main
 from specwatch.profiles.loading import load_profiles
-from specwatch.profiles.profile import TUNED_NCCL
+from specwatch.profiles.profile import TUNED_NCCL, ServerProfile
 from specwatch.signals.procenv import EnvRead, ProcInfo
 from specwatch.store.capture import (
     MANIFEST,
@@ -348,3 +348,13 @@ def test_the_captured_main_process_is_checked_whatever_its_engine(tmp_path: Path
     v = _by_name(inspect_capture(cap))
     assert v["environment"].failed and "NCCL_ALGO leaked into vllm serve m (pid 7)" in v["environment"].reason
     assert v["verify graphs"].skipped and "no /server_info in the capture (not captured)" in v["verify graphs"].reason
+
+
+def test_an_openai_profile_skips_the_sglang_only_checks_as_the_live_run_does(tmp_path: Path) -> None:
+    procs = [CapturedProcess(7, 1, "vllm", ["/venv/bin/vllm", "serve", "m"], EnvRead("ok", {"PATH": "/bin"}), 1.0)]
+    write_capture(tmp_path, created="c", host="h", url="http://127.0.0.1:8000", main_pid=7, processes=procs,
+                  redactor=Redactor.with_patterns())
+    profile = ServerProfile(name="vllm", engine="openai")
+    verdicts = inspect_capture(read_capture(tmp_path), profile)
+    assert [v.name for v in verdicts] == ["environment", "verify graphs", "accept length"]
+    assert all(v.skipped and "SGLang-only check" in v.reason and "engine = 'openai'" in v.reason for v in verdicts)

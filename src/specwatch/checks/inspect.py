@@ -140,6 +140,9 @@ def _why(cap: Capture, part: str) -> str:
 def inspect_capture(cap: Capture, profile: ServerProfile | None = None) -> list[Verdict]:
     """The environment, verify-graph and accept-length verdicts of a capture (``profile``: what it should be)."""
     name = profile.name if profile is not None else AS_LAUNCHED
+    if profile is not None and profile.sglang_only("inspect"):  # as the live checks skip them: never a pass
+        return [Verdict.skip(check, why, name) for check in (environment.NAME, verify_graphs.NAME, accept_length.NAME)
+                if (why := profile.sglang_only(check))]
     records = parse_lines(cap.log_lines())
     decodes = [r for r in records if isinstance(r, DecodeRecord)]
     captures = [r for r in records if isinstance(r, CaptureRecord)]
