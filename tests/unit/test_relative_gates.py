@@ -171,7 +171,7 @@ def test_speculation_gate_skips_when_its_rounds_cannot_decide(tmp_path: Path) ->
     slow = {"spec": [[70.0, 71.0], [72.0, 70.0], [71.0, 71.0]], "base": [[100.0, 100.0], [101.0, 100.0],
                                                                          [99.0, 100.0]]}
     verdict = gates.speculation_beats_baseline(_session(tmp_path, servers, slow, {"spec_margin": 0.3}, fixtures))
-    assert verdict.failed and "throughput: speculative 71.0 tok/s vs baseline 100.0 tok/s" in verdict.message
+    assert verdict.failed and "throughput: speculative 71.0" in verdict.message  # with the diagnosis
 
 
 # -- boots survive pooling --------------------------------------------------------------------------------

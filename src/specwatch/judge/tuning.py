@@ -90,6 +90,11 @@ def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
+def _num(x: float) -> str:
+    """A ratio or bound: three decimals, or three significant digits far from 1 (a bound of one wide round)."""
+    return f"{x:.3f}" if 1e-3 <= abs(x) < 1e3 else f"{x:.3g}"
+
+
 def _summary(ratios: Sequence[float], alpha: float, prior: paired.RoundPrior | None, source: str,
              names: tuple[str, str], scale: float = 1.0) -> tuple[paired.PairedRounds | None, str]:
     """(paired rounds of ``ratios / scale`` at one-sided 1 - alpha bounds, the design sentence); (None,
@@ -136,7 +141,7 @@ def beats(ratios: Sequence[float], *, margin: float, alpha: float, prior: paired
         return _not_judged(ratios, design, want)
     ratio, low, high = summary.ratio * target, summary.low * target, summary.high * target
     below, above = _one_sided(summary)
-    nums = f"{names[0]}/{names[1]} {ratio:.3f} [{low:.3f}, {high:.3f}] over {summary.rounds} round(s)"
+    nums = f"{names[0]}/{names[1]} {_num(ratio)} [{_num(low)}, {_num(high)}] over {summary.rounds} round(s)"
     if summary.low > 1:
         return RoundsVerdict("pass", ratio, low, high, above, summary.rounds,
                              f"pass: {want} (one-sided p={above:.2g}); {nums}", design)
@@ -160,7 +165,7 @@ def tuning_rounds(ratios: Sequence[float], *, tolerance: float, min_effect: floa
         return _not_judged(ratios, design, "telling the tuning's effect from a lucky boot")
     worse, better = _one_sided(summary)
     r, lo, hi = summary.ratio, summary.low, summary.high
-    nums = f"{names[0]}/{names[1]} {r:.3f} [{lo:.3f}, {hi:.3f}] over {summary.rounds} round(s)"
+    nums = f"{names[0]}/{names[1]} {_num(r)} [{_num(lo)}, {_num(hi)}] over {summary.rounds} round(s)"
     size = f"{min_effect * 100:g}%"
 
     def verdict(kind: str, p: float, text: str) -> RoundsVerdict:
