@@ -72,6 +72,11 @@ def server_repo(tmp_path: Path) -> tuple[Path, list[str]]:
     return repo, shas
 
 
+# nightly: 5-6 steps of 2-4 rounds each boot the server 20-40 times (5-15 min on 2 cores); the default run
+# guards the same paths faster: tests/unit/test_bisect.py (git bisect run over a scripted server: the slow
+# commit named, the broken one skipped, the memo) and tests/integration/test_ab_refserver.py (the A/B of
+# every step, end to end on the reference server with the slowdown injected from outside)
+@pytest.mark.nightly
 def test_bisect_names_the_commit_that_slowed_the_server(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, shas = server_repo
     out = io.StringIO()
