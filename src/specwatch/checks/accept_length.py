@@ -1,7 +1,11 @@
 """The accept-length check: every source of a measured workload, converted to the canonical value, must agree.
 
-Sources: the Decode-line windows, the ``/metrics`` counter deltas, ``/server_info``'s cumulative
-value, the requests' ``meta_info`` (exact). The definitions and conversions are
+Sources, each read by its own definition (:data:`specwatch.judge.speculative.SOURCES`): the Decode-line
+windows (each covers its window), the ``sglang:spec_accept_length`` gauge (the last log interval only:
+it must equal the last Decode line's value), the ``/metrics`` counter deltas, ``/server_info``'s value
+(cumulative since boot or the last ``/flush_cache``: the window's only when a flush took before it), the
+requests' ``meta_info`` (exact, and ``spec_accept_length`` = ``completion_tokens / spec_verify_ct`` per
+request). Every verdict names the sources it used. The definitions and conversions are
 :mod:`specwatch.judge.speculative`'s (it also owns "the accept length of a measurement");
 :func:`estimates` gathers the sources, :func:`evaluate` reconciles them (recorded data too),
 :func:`check` does both for a live measurement, :func:`explain_value` tells what a claimed number
@@ -86,6 +90,8 @@ def _request_problems(metas: Sequence[Mapping[str, Any]], num_steps: int) -> tup
             notes.append(f"request {i}: {exc}")
             continue
         problems += [f"request {i}: {p}" for p in speculative.bounds_problems(exact.value, num_steps)]
+        if (wrong := speculative.meta_ratio_problem(meta)) is not None:
+            problems.append(f"request {i}: {wrong}")
         if meta.get("spec_num_correct_drafts") is not None:
             c = int(meta["spec_num_correct_drafts"])
             ratio = speculative.from_completion_ratio(int(meta["completion_tokens"]), v, num_steps)
@@ -109,14 +115,18 @@ def estimates(
     info_before: Mapping[str, Any] | None = None,
     info_after: Mapping[str, Any] | None = None,
     flushed_before: bool = False,
+    metrics_after: Exposition | None = None,
 ) -> tuple[list[speculative.Estimate], list[str], list[str]]:
     """(canonical estimates per source, problems, notes) from every accept-length source.
 
     Sources: the Decode-line windows (their bs-weighted mean, each line rounded to 2 decimals:
     :func:`speculative.from_windows`); the /metrics delta (Δgeneration_tokens / Δspec_verify_calls
     with Δnum_requests); the cumulative /server_info value (the window itself when flushed before
-    it); the requests' meta_info summed (exact: :func:`speculative.from_requests`). Per request,
-    the histogram identities, the bounds and the agreement of the exact value with
+    it); the requests' meta_info summed (exact: :func:`speculative.from_requests`; without
+    spec_num_correct_drafts, their completion_tokens/spec_verify_ct summed, bounded); the gauge of
+    ``metrics_after`` (the last log interval: it must equal the last Decode line's value, and stands in
+    for the windows when there are no Decode lines). Per request, the histogram identities, the bounds,
+    SGLang's definition of meta_info.spec_accept_length and the agreement of the exact value with
     completion_tokens/verify_ct's interval are problems when they fail.
     """
     ests: list[speculative.Estimate] = []
@@ -126,9 +136,14 @@ def estimates(
     for r in windows:
         problems += [f"Decode line {r.ts}: {p}" for p in speculative.bounds_problems(
             r.accept_len, num_steps, name="log accept len")]  # type: ignore[arg-type]
-    logged = speculative.from_windows([(r.accept_len, r.running) for r in windows])  # type: ignore[misc]
+    logged = speculative.from_windows([(r.accept_len, r.running) for r in windows],  # type: ignore[misc]
+                                      source=f"Decode lines ({len(windows)} windows, each its own)")
     if logged is not None:
         ests.append(logged)
+    gauge_est, gauge_problems, gauge_notes = _gauge(metrics_after, windows)
+    ests += gauge_est
+    problems += gauge_problems
+    notes += gauge_notes
     if metrics_delta is not None:
         gen = metrics_delta.value("sglang:generation_tokens_total", default=0.0)
         ver = metrics_delta.value("sglang:spec_verify_calls_total", default=0.0)
@@ -147,10 +162,46 @@ def estimates(
     per_request, request_notes = _request_problems(metas, num_steps)
     problems += per_request
     notes += request_notes
-    exact = speculative.from_requests(metas)
+    exact = speculative.from_requests(metas, source=f"meta_info of {len(metas)} requests (exact)")
+    if exact is None:
+        exact = _completion_ratios(metas, num_steps)
     if exact is not None:
         ests.append(exact)
     return ests, problems, notes
+
+
+def _gauge(metrics_after: Exposition | None, windows: Sequence[DecodeRecord]
+           ) -> tuple[list[speculative.Estimate], list[str], list[str]]:
+    """The ``sglang:spec_accept_length`` gauge by its definition, the last log interval: (estimates,
+    problems, notes). With Decode lines it must equal the last one's value (the same window); without
+    them it is the only window reading, of the last interval."""
+    found = metrics_after.find("sglang:spec_accept_length") if metrics_after is not None else []
+    if len(found) != 1:  # none, or one per data-parallel replica: not one window's value
+        notes = [f"sglang:spec_accept_length: {len(found)} gauges (one per replica), not read"] if found else []
+        return [], [], notes
+    value = float(found[0][1])
+    if value <= 0:
+        return [], [], [f"sglang:spec_accept_length gauge reads {value:g}: no Decode-line window yet (it holds "
+                        "the last one only)"]
+    if not windows:
+        return [speculative.from_gauge(value)], [], []
+    last = windows[-1].accept_len
+    if last is not None and abs(value - last) > speculative.LOG_ROUNDING + 1e-9:
+        return [], [f"sglang:spec_accept_length gauge {value:.4f} is not the last Decode line's accept len "
+                    f"{last:.2f}: the gauge holds the last log interval, the same window"], []
+    return [], [], [f"sglang:spec_accept_length gauge {value:.4f} equals the last Decode line's {last:.2f} (the "
+                    "last log interval only: not a reading of the whole measurement)"]
+
+
+def _completion_ratios(metas: Sequence[Mapping[str, Any]], num_steps: int) -> speculative.Estimate | None:
+    """The requests' completion_tokens / spec_verify_ct summed (meta_info without spec_num_correct_drafts)."""
+    done = [m for m in metas if isinstance(m.get("spec_verify_ct"), int) and m["spec_verify_ct"] > 0
+            and isinstance(m.get("completion_tokens"), int)]
+    if not done:
+        return None
+    return speculative.from_metrics_delta(
+        sum(m["completion_tokens"] for m in done), sum(m["spec_verify_ct"] for m in done), len(done), num_steps,
+        source=f"meta_info completion_tokens/spec_verify_ct of {len(done)} requests (bounded)")
 
 
 def evaluate(
@@ -187,8 +238,14 @@ def evaluate(
         return Verdict.of(NAME, False, message, "; ".join(dict.fromkeys(reasons)), profile=profile, details=rec)
     mid = statistics.median(e.value for e in ests)  # the middle of the agreeing sources, for the one-line reason
     agreed = f"{len(ests)} sources agree on" if len(ests) > 1 else "its one source reads"
-    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} (≤ num_steps+1 = {num_steps + 1})",
+    used = "; ".join(_source_name(e) for e in ests)
+    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} (≤ num_steps+1 = {num_steps + 1}; {used})",
                       profile=profile, details=rec)
+
+
+def _source_name(est: speculative.Estimate) -> str:
+    """The source of an estimate without its counts, for the one-line reason."""
+    return (est.source or est.convention.value).split(" (", 1)[0]
 
 
 def check(
@@ -216,7 +273,7 @@ def check(
     ests, problems, notes = estimates(
         num_steps=steps, decode_records=measurement.decode_records, metrics_delta=measurement.metrics_delta,
         metas=[g.meta_info for g in measurement.generations], info_before=measurement.server_info_before,
-        info_after=info, flushed_before=asked and flushed)
+        info_after=info, flushed_before=asked and flushed, metrics_after=getattr(measurement, "metrics_after", None))
     if asked and not flushed:
         notes.append("/flush_cache did not take before the window (avg_spec_accept_length was still there after "
                      "it): the cumulative /server_info value is not read as the window's")

@@ -5,11 +5,13 @@ the one Verdict type of checks and gates. Imports nothing else of specwatch but 
 __all__ = [
     "changepoint",
     "compare",
+    "cyclecost",
     "diagnose",
     "levels",
     "paired",
     "replay",
     "sequential",
+    "spechealth",
     "speculative",
     "stats",
     "tuning",

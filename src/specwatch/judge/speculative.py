@@ -40,6 +40,7 @@ cycles. The Decode lines give it per window, so over a measurement it is their b
 (:func:`from_windows`; not their median, which weighs a window of one request like one of 48); the
 requests' ``meta_info`` give it exactly, summed (:func:`from_requests`: ``1 + Σc / Σv``, the same
 formula over the same cycles). The perf gates' diagnosis and the accept-length check both use these.
+Each source is read by its own definition (:data:`SOURCES`); an :class:`Estimate` names its source.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "LOG_ROUNDING",
+    "SOURCES",
     "CannotDeriveError",
     "Convention",
     "Estimate",
@@ -61,7 +63,9 @@ __all__ = [
     "from_accept_rate",
     "from_completion_ratio",
     "from_extra_per_cycle",
+    "from_gauge",
     "from_histogram",
+    "from_meta_ratio",
     "from_metrics_delta",
     "from_request_meta",
     "from_requests",
@@ -69,6 +73,7 @@ __all__ = [
     "from_windows",
     "max_accept_length",
     "measured_accept_length",
+    "meta_ratio_problem",
     "reconcile",
     "to_accept_rate",
     "to_extra_per_cycle",
@@ -77,6 +82,18 @@ __all__ = [
 
 LOG_ROUNDING = 0.005  # Decode lines print accept len / rate with 2 decimals
 _EPS = 1e-9
+
+#: Each accept-length source of SGLang 0.5.23 and what it covers, by the name its estimates carry.
+SOURCES: dict[str, str] = {
+    "Decode lines": "each line's window: Σ(correct drafts + bs) / Σ bs over its decode_log_interval batches",
+    "sglang:spec_accept_length": "a gauge: the last Decode-line window only (0.0 before the first)",
+    "/server_info avg_spec_accept_length": "cumulative since boot or the last successful /flush_cache",
+    "meta_info": "per request, exact: 1 + spec_num_correct_drafts / spec_verify_ct",
+    "meta_info spec_accept_length": "per request: completion_tokens / spec_verify_ct (counts the prefill token, "
+                                    "drops tokens trimmed at a stop or max_new_tokens)",
+    "/metrics delta": "Δgeneration_tokens / Δspec_verify_calls over the finished requests (the same bounds as "
+                      "completion_tokens / spec_verify_ct)",
+}
 
 
 class Convention(str, enum.Enum):
@@ -165,6 +182,33 @@ def from_window(value: float, rounded: bool = True, source: str = "log accept le
     """A Decode-line ``accept len`` (``rounded``: printed with 2 decimals) or the gauge (exact)."""
     tol = LOG_ROUNDING if rounded else 0.0
     return Estimate(value, value - tol, value + tol, source, Convention.WINDOW)
+
+
+def from_gauge(value: float, source: str = "sglang:spec_accept_length gauge (the last log interval)") -> Estimate:
+    """The ``sglang:spec_accept_length`` gauge: the window formula, exact, over the last log interval."""
+    return Estimate(value, value, value, source, Convention.WINDOW, "the last Decode-line window only")
+
+
+def meta_ratio_problem(meta: Mapping[str, object]) -> str | None:
+    """Why a request's ``meta_info.spec_accept_length`` is not SGLang's ``completion_tokens / spec_verify_ct``
+    (None: it is, or the request does not carry the three fields)."""
+    got = [meta.get(k) for k in ("spec_accept_length", "completion_tokens", "spec_verify_ct")]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got) or not got[2]:
+        return None
+    value, ct, v = (float(x) for x in got)  # type: ignore[arg-type]
+    if abs(value - ct / v) <= 1e-6 * max(1.0, ct / v):
+        return None
+    return (f"meta_info.spec_accept_length {value:g} is not completion_tokens/spec_verify_ct = {ct:g}/{v:g} = "
+            f"{ct / v:.4f} (SGLang 0.5.23's definition)")
+
+
+def from_meta_ratio(value: float, verify_ct: int, num_steps: int,
+                    source: str = "meta_info spec_accept_length") -> Estimate:
+    """A request's ``meta_info.spec_accept_length`` read by its definition, ``completion_tokens / spec_verify_ct``
+    (64/63 = 1.016 with no draft accepted), as canonical within :func:`from_completion_ratio`'s bounds."""
+    if verify_ct <= 0:
+        raise CannotDeriveError(f"spec_verify_ct={verify_ct}: the request never reached a verify step")
+    return from_completion_ratio(round(value * verify_ct), verify_ct, num_steps, source)
 
 
 def from_completion_ratio(
@@ -306,7 +350,7 @@ def window_from_cumulative(
             "since start or the last flush (it appears after --decode-log-interval decode steps)"
         )
     if flushed_before:
-        return Estimate(after_avg, after_avg, after_avg, source, Convention.CUMULATIVE, "since flush")
+        return Estimate(after_avg, after_avg, after_avg, source, Convention.CUMULATIVE, "cumulative since the flush")
     if before_avg is None and before_count in (None, 0):
         if before_count == 0:
             return Estimate(after_avg, after_avg, after_avg, source, Convention.CUMULATIVE, "from zero")

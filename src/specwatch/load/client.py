@@ -2,8 +2,9 @@
 
 Only the public API of a server is used: ``/generate`` (streamed, so TTFT and inter-token
 latency are measured at the client), ``/server_info``, ``/metrics``, ``/flush_cache`` and
-``/health_generate``. The client's own processing time is measured too, so a report can show that
-it stays a negligible part of what is measured.
+``/health_generate``. A finished request keeps the server's per-request counters (``meta_info``:
+``spec_verify_ct``, ``completion_tokens``) and where its streamed chunks ended. The client's own
+processing time is measured too, so a report can show that it stays a negligible part of what is measured.
 """
 
 from __future__ import annotations
@@ -37,10 +38,33 @@ class Generation:
     chunk_tokens: list[int] = field(default_factory=list)  # tokens delivered by each chunk after the first
     client_s: float = 0.0  # time the client spent parsing, inside e2e_s
     prompt_token_ids: list[int] | None = None  # with return_prompt_token_ids (non-streamed replies)
+    first_chunk_tokens: int = 0  # tokens the first streamed chunk delivered (0: not streamed)
+    prompt: str = ""  # what was asked: the prompt text (or the input ids, comma-separated)
+    max_new_tokens: int = 0
 
     @property
     def completion_tokens(self) -> int:
         return int(self.meta_info.get("completion_tokens", len(self.output_ids)))
+
+    @property
+    def verify_ct(self) -> int | None:
+        """The server's own count of the verify cycles this request took (SGLang's ``meta_info.spec_verify_ct``,
+        final chunk only, speculative servers only); None when it does not say."""
+        v = self.meta_info.get("spec_verify_ct")
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def chunk_ends(self) -> list[int]:
+        """The output length after each streamed chunk (empty when not streamed). A speculative server
+        sends a chunk per verify cycle unless the client reads late (SGLang then merges them), so these
+        are some of the ends of the request's cycles: all of them when ``len == verify_ct + 1``."""
+        if not self.first_chunk_tokens:
+            return []
+        ends, total = [self.first_chunk_tokens], self.first_chunk_tokens
+        for n in self.chunk_tokens:
+            total += n
+            ends.append(total)
+        return ends
 
     @property
     def output_tok_s(self) -> float:
@@ -107,6 +131,12 @@ class Client:
         else:
             body["text"] = prompt or ""
         body.update(extra or {})
+        gen = await self._post(body, stream)
+        gen.prompt = (prompt or "") if input_ids is None else ",".join(str(int(t)) for t in input_ids)
+        gen.max_new_tokens = max_new_tokens
+        return gen
+
+    async def _post(self, body: dict[str, Any], stream: bool) -> Generation:
         start = time.perf_counter()
         try:
             async with self.session.post(self.base_url + "/generate", json=body) as resp:
@@ -131,6 +161,7 @@ class Client:
         prev_tokens = 0
         gaps: list[float] = []
         counts: list[int] = []
+        first = 0
         client_s = 0.0
         async for raw in resp.content:
             now = time.perf_counter()
@@ -145,7 +176,7 @@ class Client:
             tokens = int(found.group(1)) if found else len(json.loads(payload).get("output_ids", []))
             if tokens > prev_tokens:
                 if ttft is None:
-                    ttft = now - start
+                    ttft, first = now - start, tokens
                 else:
                     gaps.append(now - prev_t)
                     counts.append(tokens - prev_tokens)
@@ -159,7 +190,7 @@ class Client:
         meta = last.get("meta_info", {})
         ids = last.get("output_ids", [])
         return Generation(ids, last.get("text", ""), meta, end - start, ttft if ttft is not None else end - start,
-                          gaps, counts, client_s)
+                          gaps, counts, client_s, first_chunk_tokens=first)
 
     async def get_json(self, path: str) -> dict[str, Any]:
         async with self.session.get(self.base_url + path) as resp:

@@ -2,7 +2,7 @@
 are ready (graphs captured), then open the HTTP port; SIGTERM/SIGINT stop everything.
 
 FAULT SWITCHES (reference-only; see ``specwatch.refserver.args`` and ``--help``):
-``--ref-fault-eager-verify``, ``--ref-fault-slowdown PCT``, ``--ref-fault-diverge``,
+``--ref-fault-eager-verify``, ``--ref-fault-slowdown PCT``, ``--ref-fault-diverge``, ``--ref-fault-perturb-draft S``,
 ``--ref-fault-drop-env PREFIX``.
 
 Top-level imports stay minimal: spawned workers import this module as ``__mp_main__`` before they
@@ -69,7 +69,7 @@ class Launcher:
                     decode_log_interval=a.decode_log_interval, log_level=a.log_level, dist_port=dist_port,
                     parent_pid=self.pid, seed=int(a.random_seed or 0),
                     fault_eager_verify=a.ref_fault_eager_verify, fault_slowdown_pct=a.ref_fault_slowdown,
-                    fault_diverge=a.ref_fault_diverge)
+                    fault_diverge=a.ref_fault_diverge, fault_perturb_draft=a.ref_fault_perturb_draft)
                 p = self.ctx.Process(target=worker.run, args=(cfg, self.cmd_q if rank == 0 else None, self.out_q),
                                      name=f"scheduler_{rank}", daemon=False)
                 p.start()

@@ -1,9 +1,14 @@
 """Command line of the reference server: SGLang 0.5.23 flag names and SGLang's resolution rules.
 
 FAULT SWITCHES (reference-only, for proving specwatch's checks on real causes):
-  --ref-fault-eager-verify     capture the decode graph but run the target verify eagerly
+  --ref-fault-eager-verify     capture the decode graph but run the target verify eagerly (on CPU, where
+                               no graphs exist: a slow fallback, one forward per position over the
+                               whole cache)
   --ref-fault-slowdown PCT     add real extra work to every engine step (PCT percent of a step)
   --ref-fault-diverge          accept one unverified draft token per cycle (greedy output changes)
+  --ref-fault-perturb-draft S  add a fixed random bias of S standard deviations to the draft's logits:
+                               the draft proposes other tokens, the target still verifies every one, so
+                               greedy output is unchanged and acceptance drops
   --ref-fault-drop-env PREFIX  remove every variable starting with PREFIX from the workers'
                                environment before they are spawned (reproduces "the NCCL variables
                                never reached the workers"); may be repeated
@@ -73,6 +78,7 @@ class ServerArgs:
     ref_fault_eager_verify: bool = False
     ref_fault_slowdown: float = 0.0
     ref_fault_diverge: bool = False
+    ref_fault_perturb_draft: float = 0.0
     ref_fault_drop_env: list[str] = field(default_factory=list)
     # Resolved, not flags.
     cuda_graph_bs: list[int] = field(default_factory=list)
@@ -126,12 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     a("--log-level", default="info", choices=["debug", "info", "warning", "error", "critical"])
     g = p.add_argument_group("FAULT SWITCHES (reference server only)")
     g.add_argument("--ref-fault-eager-verify", action="store_true",
-                   help="run the target verify without a CUDA graph (decode stays graphed)")
+                   help="run the target verify without a CUDA graph (decode stays graphed); on CPU, where no "
+                        "graphs exist, through a slow fallback: one forward per position over the whole cache")
     g.add_argument("--ref-fault-slowdown", type=float, default=0.0, metavar="PCT",
                    help="add PCT percent of real extra work to every engine step "
                         "(also settable while serving: POST /ref/fault {\"slowdown_pct\": PCT})")
     g.add_argument("--ref-fault-diverge", action="store_true",
                    help="accept one unverified draft token per cycle (breaks lossless greedy)")
+    g.add_argument("--ref-fault-perturb-draft", type=float, default=0.0, metavar="SCALE",
+                   help="add a fixed random bias of SCALE standard deviations to the draft's logits: acceptance "
+                        "drops, greedy output stays lossless (the target verifies every draft token)")
     g.add_argument("--ref-fault-drop-env", action="append", default=[], metavar="PREFIX",
                    help="remove variables with this prefix from the workers' environment (repeatable)")
     return p
@@ -216,6 +226,9 @@ def resolve(ns: argparse.Namespace, *, cuda_available: bool | None = None,
         raise ArgError(f"--decode-log-interval must be >= 1, got {args.decode_log_interval}")
     if not 0 <= args.ref_fault_slowdown <= 10000:
         raise ArgError(f"--ref-fault-slowdown must be a percentage in [0, 10000], got {args.ref_fault_slowdown}")
+    if not 0 <= args.ref_fault_perturb_draft <= 100:
+        raise ArgError(f"--ref-fault-perturb-draft must be in [0, 100] standard deviations, "
+                       f"got {args.ref_fault_perturb_draft}")
     if args.device == "auto":
         has_cuda = _cuda_available() if cuda_available is None else cuda_available
         args.device = "cuda" if has_cuda else "cpu"

@@ -23,12 +23,13 @@ from specwatch.refserver.graph import GraphRunner
 from specwatch.refserver.model import RefModel
 from specwatch.refserver.preset import get_preset
 from specwatch.refserver.step import StepOutput
-from specwatch.refserver.tokenizer import EOS_ID
+from specwatch.refserver.tokenizer import BOS_ID, EOS_ID
 from specwatch.refserver.validate import MAX_TEMPERATURE, MIN_TEMPERATURE
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CPU_SINGLE_THREAD_MAX_WIDTH = 256  # on CPU, models this narrow run their ops on one thread
 MAX_PREFILL_TOKENS = 16384  # padded tokens per prefill batch (at least one request is always admitted)
+DRAFT_BIAS_SEED = 4242  # fault_perturb_draft's bias vector
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class EngineConfig:
     fault_eager_verify: bool = False
     fault_slowdown_pct: float = 0.0
     fault_diverge: bool = False
+    fault_perturb_draft: float = 0.0
     seed: int = 0
 
 
@@ -126,6 +128,7 @@ class Engine:
         self.running: list[_Req] = []
         self.free_slots = list(range(self.num_slots))
         self.runners: dict[tuple[str, str], GraphRunner] = {}
+        self.draft_bias = self._draft_bias(cfg.fault_perturb_draft)
 
     # ---- contract properties --------------------------------------------------------------------
     @property
@@ -137,6 +140,14 @@ class Engine:
     def max_total_tokens(self) -> int:
         """KV cache capacity in tokens (slots x context length)."""
         return self.num_slots * self.context_len
+
+    def _draft_bias(self, scale: float) -> torch.Tensor | None:
+        """fault_perturb_draft: one fixed random vector over the vocabulary (the same on every rank and
+        boot), added to the draft's logits in units of their standard deviation; None without the fault."""
+        if scale <= 0:
+            return None
+        gen = torch.Generator().manual_seed(DRAFT_BIAS_SEED)
+        return (scale * torch.randn(self.preset.vocab_size, generator=gen)).to(self.device)
 
     # ---- graphs -------------------------------------------------------------------------------
     def graph_bs(self) -> list[int]:
@@ -189,6 +200,13 @@ class Engine:
         if runner is not None and runner.can_run(tokens.shape[0]) and not eager_verify:
             return runner.replay(tokens, pos, slots), True
         n_layers = self.preset.draft_layers if role == "draft" else self.preset.n_layers
+        if eager_verify and not self.is_cuda:
+            # CPU has no graph to lose, so the fault takes a slow fallback path instead, as an eager verify
+            # does on a GPU: one forward per position, each over the whole cache (the static shape a graph
+            # is captured for) rather than the used prefix. The same tokens, several times the cost.
+            parts = [self.model.forward(tokens[:, k:k + 1], pos + k, slots, n_layers=n_layers)
+                     for k in range(tokens.shape[1])]
+            return torch.cat(parts, dim=1), False
         ctx = None if self.is_cuda else max_pos + 1  # CPU: attend only over the used prefix
         return self.model.forward(tokens, pos, slots, n_layers=n_layers, ctx_len=ctx), False
 
@@ -359,7 +377,10 @@ class Engine:
         cur = last
         for i in range(n):
             logits, _ = self._run("draft", "decode", cur[:, None], pos + i, slots, max_pos + i)
-            cur = logits[:, 0].argmax(dim=-1)
+            scores = logits[:, 0]
+            if self.draft_bias is not None:  # the fault: a perturbed draft (the target still verifies)
+                scores = scores + self.draft_bias * scores[:, :BOS_ID].std(dim=-1, keepdim=True)  # the bytes' spread
+            cur = scores.argmax(dim=-1)
             drafts.append(cur)
         draft = torch.stack(drafts, dim=1)  # [B, n]
         verify_in = torch.cat([last[:, None], draft], dim=1)  # [B, n+1]

@@ -13,5 +13,7 @@ __all__ = [
     "project",
     "record",
     "session",
+    "specgates",
+    "specread",
     "summary",
 ]

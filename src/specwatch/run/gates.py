@@ -15,10 +15,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from specwatch.judge import compare, speculative, stats, tuning, yardstick
-from specwatch.judge.diagnose import SpecDiagnosis, median_gap_ms
+from specwatch.judge.cyclecost import Economics
 from specwatch.judge.tuning import RoundsVerdict, tuning_effect
 from specwatch.judge.verdict import Status, Verdict
 from specwatch.report.table import ReportRow
+from specwatch.run.specread import economics
 
 if TYPE_CHECKING:
     from specwatch.judge.paired import RoundPrior
@@ -65,15 +66,10 @@ def accept_length(m: Measurement) -> float | None:
     return est.value if est is not None else None
 
 
-def diagnose(spec: Measurement, baseline: Measurement | None) -> SpecDiagnosis:
-    """The speculative economics of ``spec`` against ``baseline``, from what the client saw."""
-    return SpecDiagnosis(
-        accept_length=accept_length(spec),
-        cycle_ms=median_gap_ms(g.chunk_gaps_s for g in spec.generations),
-        decode_step_ms=median_gap_ms(g.chunk_gaps_s for g in baseline.generations) if baseline else None,
-        spec_tok_s=spec.median_tok_s,
-        baseline_tok_s=baseline.median_tok_s if baseline else None,
-    )
+def diagnose(spec: Measurement, baseline: Measurement | None) -> Economics:
+    """The speculative economics of ``spec`` against ``baseline``: cycle and step over busy time only,
+    beside the decode throughput of the same runs (:func:`specwatch.run.specread.economics`)."""
+    return economics(spec, baseline)
 
 
 def _findings_text(session: Session, *profiles: str) -> list[str]:

@@ -4,6 +4,7 @@ else of specwatch but ``specwatch.errors``.
 """
 
 __all__ = [
+    "busywindows",
     "devices",
     "logscan",
     "ncclenv",

@@ -1,0 +1,78 @@
+"""The speculation-health faults of the reference engine (CPU, ref-tiny): a perturbed draft lowers acceptance
+with greedy output lossless; an eager verify on CPU does the verify's work position by position."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from specwatch.refserver.args import ArgError, build_parser, resolve  # noqa: E402
+from specwatch.refserver.engine import Engine, EngineConfig, RequestSpec  # noqa: E402
+from specwatch.refserver.tokenizer import ByteTokenizer  # noqa: E402
+
+TOK = ByteTokenizer()
+PROMPTS = ["the model drafts tokens and the target", "Once upon a time, there"]
+
+
+def _run(steps: int = 0, **faults: object) -> tuple[Engine, dict[str, list[int]], dict[str, int]]:
+    """Greedy outputs and verify cycles per prompt, one request at a time."""
+    eng = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32",
+                              spec_algorithm="EAGLE3" if steps else None, num_steps=steps, **faults))
+    outs: dict[str, list[int]] = {}
+    cycles: dict[str, int] = {}
+    for i, p in enumerate(PROMPTS):
+        rid = f"r{i}"
+        eng.add_request(RequestSpec(rid, TOK.encode(p), 32, ignore_eos=True))
+        while eng.has_work():
+            out = eng.step()
+            outs.setdefault(rid, []).extend(out.new_tokens.get(rid, []))
+            cycles[rid] = cycles.get(rid, 0) + (rid in out.accept_lens)
+    return eng, outs, cycles
+
+
+def test_a_perturbed_draft_lowers_acceptance_and_leaves_greedy_output_lossless() -> None:
+    _, plain, _ = _run()
+    _, healthy, healthy_cycles = _run(2)
+    _, perturbed, perturbed_cycles = _run(2, fault_perturb_draft=1.0)
+    _, again, again_cycles = _run(2, fault_perturb_draft=1.0)
+    assert healthy == plain and perturbed == plain  # the target verifies every draft token
+    assert all(perturbed_cycles[r] > healthy_cycles[r] for r in healthy_cycles), (healthy_cycles, perturbed_cycles)
+    assert (again, again_cycles) == (perturbed, perturbed_cycles)  # a fixed bias: the same drafts every boot
+
+
+def test_an_eager_verify_on_cpu_runs_a_forward_per_position_with_the_same_tokens() -> None:
+    widths: list[int] = []
+
+    def counting(eng: Engine) -> None:
+        forward = eng.model.forward
+
+        def wrapped(tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if kwargs.get("n_layers") in (None, eng.preset.n_layers) and tokens.shape[0] == 1:
+                widths.append(int(tokens.shape[1]))
+            return forward(tokens, *args, **kwargs)
+
+        eng.model.forward = wrapped  # type: ignore[method-assign]
+
+    healthy, outs, cycles = _run(2)
+    eng = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3",
+                              num_steps=2, fault_eager_verify=True))
+    counting(eng)
+    eng.add_request(RequestSpec("r0", TOK.encode(PROMPTS[0]), 32, ignore_eos=True))
+    got, n = [], 0
+    while eng.has_work():
+        out = eng.step()
+        got += out.new_tokens.get("r0", [])
+        n += "r0" in out.accept_lens
+        assert not out.can_run_cuda_graph
+    assert got == outs["r0"] and n == cycles["r0"]
+    verify = [w for w in widths if w != len(TOK.encode(PROMPTS[0]))]  # the prefill is one forward of the prompt
+    assert verify == [1] * (3 * n)  # num_steps + 1 = 3 one-position forwards per cycle, none of width 3
+
+
+def test_the_perturbed_draft_flag_is_documented_and_bounded() -> None:
+    assert "--ref-fault-perturb-draft" in build_parser().format_help()
+    assert resolve(build_parser().parse_args(["--ref-fault-perturb-draft", "0.5"]),
+                   cuda_available=False).ref_fault_perturb_draft == 0.5
+    with pytest.raises(ArgError, match="--ref-fault-perturb-draft"):
+        resolve(build_parser().parse_args(["--ref-fault-perturb-draft", "-1"]), cuda_available=False)

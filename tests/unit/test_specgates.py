@@ -1,0 +1,182 @@
+"""The speculation-health gates on recorded measurements: per-prompt verify counts against the baseline, the
+cycle's cost and break-even against theirs, the results keys they leave and the summary line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from specwatch.judge import speculative
+from specwatch.load.client import Generation
+from specwatch.load.measure import Measurement, RunSample
+from specwatch.load.workload import Workload
+from specwatch.profiles.loading import parse_profiles
+from specwatch.run import specgates, specread
+from specwatch.run.options import Config
+from specwatch.run.session import Reference, Session
+from specwatch.run.summary import results_of, summary_lines
+from specwatch.signals.logscan import DecodeRecord, PrefillRecord
+from specwatch.store.result import ResultSet
+
+PROMPTS = ["the model drafts tokens", "verify them in one pass", "so that each cycle commits"]
+ACCEPTS = {PROMPTS[0]: [3, 3, 2, 3, 1, 3], PROMPTS[1]: [2, 2, 2, 2, 3], PROMPTS[2]: [3, 1, 3, 3, 2]}
+SINGLE = Workload("single-stream", runs=4)
+
+
+def _gen(prompt: str, accepts: list[int], cycle_s: float, spec: bool = True) -> Generation:
+    ct = 1 + sum(accepts)
+    meta: dict[str, Any] = {"completion_tokens": ct}
+    if spec:
+        meta |= {"spec_verify_ct": len(accepts), "spec_num_correct_drafts": sum(a - 1 for a in accepts)}
+    return Generation(list(range(ct)), "", meta, e2e_s=0.02 + cycle_s * len(accepts), ttft_s=0.02,
+                      chunk_gaps_s=[cycle_s] * len(accepts), chunk_tokens=list(accepts), first_chunk_tokens=1,
+                      prompt=prompt, max_new_tokens=64)
+
+
+def _lines(accept: float | None, cycle_s: float, n: int = 6) -> list[Any]:
+    """A prefill, then ``n`` Decode lines of one request (the first one's window holds the prefill)."""
+    pre = PrefillRecord(ts="2026-12-01 10:00:00", ranks={}, new_seq=1, new_tok=20, cached=0, running=0, queue=0,
+                        graph_label="cpu graph", graph=False, in_tput=1000.0)
+    per_batch = accept if accept is not None else 1.0
+    return [pre] + [DecodeRecord(ts="2026-12-01 10:00:01", ranks={}, running=1, graph_label="cpu graph", graph=False,
+                                 gen_tput=per_batch / cycle_s * (1 + k / 200), queue=0, accept_len=accept)
+                    for k in range(n)]
+
+
+def _measurement(profile: str, wl: Workload, gens: list[list[Generation]], records: list[Any]) -> Measurement:
+    runs = []
+    for g in gens:
+        serving = {}
+        if (est := speculative.from_requests([x.meta_info for x in g])) is not None:
+            serving["accept_length"] = est.value
+        decode = sum(x.decode_tok_s for x in g) / len(g)
+        runs.append(RunSample(output_tok_s=decode, decode_tok_s=decode, ttft_ms=20.0, itl_ms=5.0, e2e_s=0.1,
+                              completion_tokens=sum(x.completion_tokens for x in g), client_overhead=0.001,
+                              generations=g, serving=serving))
+    return Measurement(profile=profile, workload=wl, runs=runs, metrics_delta=None, metrics_after=None,
+                       server_info_before={}, server_info_after={}, log_records=records, wall_s=1.0)
+
+
+def _spec(cycle_s: float = 0.010, accepts: dict[str, list[int]] | None = None) -> dict[tuple[str, str], Measurement]:
+    """A speculative server's probe and single-stream measurements."""
+    accepts = accepts or ACCEPTS
+    probe = [[_gen(p, accepts[p], cycle_s) for p in PROMPTS] for _ in range(2)]
+    single = [[_gen(PROMPTS[0], accepts[PROMPTS[0]], cycle_s)] for _ in range(4)]
+    mean = sum(accepts[PROMPTS[0]]) / len(accepts[PROMPTS[0]])
+    return {("spec", specread.PROBE.name): _measurement("spec", specread.PROBE, probe, []),
+            ("spec", "single-stream"): _measurement("spec", SINGLE, single, _lines(mean, cycle_s))}
+
+
+def _base(step_s: float = 0.005) -> dict[tuple[str, str], Measurement]:
+    gens = [[_gen(PROMPTS[0], [1] * 15, step_s, spec=False)] for _ in range(4)]
+    return {("base", "single-stream"): _measurement("base", SINGLE, gens, _lines(None, step_s))}
+
+
+def _session(measurements: dict, recorded: ResultSet | None, **config: Any) -> Session:
+    profiles = parse_profiles({"server": [{"name": "base"}, {"name": "spec", "speculative": {"algorithm": "EAGLE3"}}],
+                               "fixtures": {"baseline": "base", "spec": "spec"}, "defaults": {"tolerance": 0.2}})
+    session = Session(Config(**config), progress=lambda m: None, _profiles=profiles)
+    session.measurements.update(measurements)
+
+    def reference(profile: str, workload: str, metric: str) -> Reference | str:
+        got = recorded.get(f"{profile}/{workload}/{metric}") if recorded is not None else None
+        if got is None:
+            return f"no baseline for {profile}/{workload}/{metric}"
+        return Reference(list(got.samples), "baseline test.json", [], dict(got.extra))
+
+    session.reference_samples = reference  # type: ignore[method-assign]
+    session.class_spread = lambda workload, metric: None  # type: ignore[method-assign]
+    return session
+
+
+def _recorded() -> ResultSet:
+    """What a healthy recording session leaves in the results (and so in the baselines)."""
+    first = _session({**_spec(), **_base()}, None, update_baselines=True)
+    for name in ("spec", "base"):
+        specgates.cycle_cost_vs_baseline(first, name)
+    specgates.accept_length_vs_baseline(first, "spec")
+    rs = results_of(first.measurements, {"machine_class": "x"}, None)
+    specgates.add_row_results(rs, first.verdict_rows)
+    return rs
+
+
+def test_results_record_accept_length_per_prompt_and_the_cycle_cost_over_busy_time() -> None:
+    rs = _recorded()
+    probe = rs.get(f"spec/{specread.PROBE.name}/accept_length")
+    assert probe is not None and len(probe.extra["per_prompt"]) == 3
+    first = probe.extra["per_prompt"][0]
+    assert first["verify_ct"] == [6, 6] and first["bounds"] == [1, 4, 7, 9, 12, 13, 16]
+    single = rs.get("spec/single-stream/accept_length")
+    assert single.samples == pytest.approx([1 + 9 / 6] * 4) and single.extra["source"].startswith("meta_info")
+    cycle = rs.get("spec/single-stream/cycle_ms")
+    assert cycle.extra["source"] == "busy Decode windows (5 of 6 lines)"  # the first one holds the prefill
+    assert cycle.samples[0] == pytest.approx(10.0, rel=0.01) and cycle.extra["client_ms"] == pytest.approx(10.0)
+    assert rs.get("base/single-stream/decode_step_ms").samples[0] == pytest.approx(5.0, rel=0.01)
+    ratio = rs.get("spec/single-stream/cycle_ratio")
+    assert ratio is not None and ratio.samples[0] == pytest.approx(2.0, rel=0.02)
+    assert ratio.extra["source"] == "busy Decode windows of both servers"
+
+
+def test_healthy_runs_against_their_recording_raise_no_finding() -> None:
+    rs = _recorded()
+    session = _session({**_spec(), **_base()}, rs)
+    accept = specgates.accept_length_vs_baseline(session, "spec")
+    assert accept.passed, accept.message
+    assert "3/3 prompts took their recorded verify counts" in accept.message
+    cycle = specgates.cycle_cost_vs_baseline(session, "spec")
+    assert cycle.passed, cycle.message
+    plain = specgates.cycle_cost_vs_baseline(session, "base")
+    assert plain.skipped and "its own drift is the throughput drift gate's" in plain.reason
+    line = next(ln for ln in summary_lines([], []) + specgates.summary_lines(session.verdict_rows)
+                if ln.startswith("specwatch speculation spec:"))
+    assert "accept length 2.50 from meta_info of each run, exact: pass" in line
+    assert "cycle 9.85 ms from busy Decode windows (5 of 6 lines), step 4.93 ms: pass" in line
+    assert "break-even 2.00 -> pays" in line
+    assert not any(ln.startswith("specwatch speculation base") for ln in specgates.summary_lines(session.verdict_rows))
+
+
+def test_a_perturbed_draft_fails_naming_the_prompts_and_where_acceptance_diverged() -> None:
+    rs = _recorded()
+    worse = dict(ACCEPTS)
+    worse[PROMPTS[1]] = [2, 2, 1, 1, 2, 3]  # the same 11 tokens in more cycles: the draft is accepted less
+    session = _session({**_spec(accepts=worse), **_base()}, rs)
+    verdict = specgates.accept_length_vs_baseline(session, "spec")
+    assert verdict.failed
+    assert verdict.reason.startswith("acceptance dropped on 1/3 greedy prompts: prompt 1 (5 -> 6)")
+    assert "lossless output: the draft or its inputs changed" in verdict.reason
+    assert "acceptance first diverged at output token 6 (verify cycle 3: 2 tokens then, 1 now)" in verdict.message
+
+
+def test_an_eager_verify_fails_the_cycle_gate_by_its_break_even_naming_the_speculative_path() -> None:
+    rs = _recorded()
+    session = _session({**_spec(cycle_s=0.018), **_base()}, rs)
+    verdict = specgates.cycle_cost_vs_baseline(session, "spec")
+    assert verdict.failed, verdict.message
+    assert verdict.reason.startswith("break-even (cycle / plain step) rose +80.0% against the baseline")
+    assert "the speculative path itself got slower" in verdict.reason and "verify that runs eager" in verdict.reason
+    assert specgates.accept_length_vs_baseline(session, "spec").passed  # acceptance did not move
+    slow_machine = _session({**_spec(cycle_s=0.018), **_base(step_s=0.009)}, rs)
+    assert specgates.cycle_cost_vs_baseline(slow_machine, "spec").passed  # both servers slower: the break-even held
+
+
+def test_recording_skips_with_rows_and_a_missing_baseline_skips_saying_so() -> None:
+    first = _session({**_spec(), **_base()}, None, update_baselines=True)
+    v = specgates.cycle_cost_vs_baseline(first, "spec")
+    assert v.skipped and "being recorded" in v.message and any(specgates.RESULT in r.extra for r in v.rows)
+    fresh = _session({**_spec(), **_base()}, None)
+    missing = specgates.accept_length_vs_baseline(fresh, "spec")
+    assert missing.skipped and "no baseline for spec/speculation-probe/accept_length" in missing.message
+    assert fresh.missing_baselines
+    required = _session({**_spec(), **_base()}, None, require_baseline=True)
+    assert specgates.cycle_cost_vs_baseline(required, "spec").failed
+    assert specgates.accept_length_vs_baseline(fresh, "base").skipped  # not a speculative server
+
+
+def test_the_break_even_result_is_added_once() -> None:
+    rs = _recorded()
+    n = len(rs.results)
+    session = _session({**_spec(), **_base()}, rs)
+    specgates.cycle_cost_vs_baseline(session, "spec")
+    specgates.add_row_results(rs, session.verdict_rows)  # its key is there already: not added twice
+    assert len(rs.results) == n
