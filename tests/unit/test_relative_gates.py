@@ -155,7 +155,24 @@ def test_the_machine_class_round_spread_is_pooled_in(tmp_path: Path) -> None:
     speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
     verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert verdict.failed, verdict.message  # one round, judged against the recorded 1.7% spread
-    assert "4 earlier A/B run(s) on ci-cpu" in verdict.message and "over 12 df" in verdict.message
+    assert "4 earlier A/B run(s) of decode_tok_s on ci-cpu, any key" in verdict.message
+    assert "over 12 df" in verdict.message
+
+
+def test_a_server_with_round_history_of_its_own_is_judged_by_it(tmp_path: Path) -> None:
+    """As ab does (RoundSpread.prior_for): the tuned server's own key, not every decode_tok_s run pooled."""
+    folder = tmp_path / "baselines" / "ci-cpu"
+    folder.mkdir(parents=True)
+    steady = [{"metric": "decode_tok_s", "key": "other/single-stream/decode_tok_s", "ratios": [1.0, 1.01, 0.99, 1.0],
+               "recorded": "", "label": f"steady {i}"} for i in range(4)]
+    wild = [{"metric": "decode_tok_s", "key": "tuned/single-stream/decode_tok_s", "ratios": [1.0, 1.6, 0.6, 1.3],
+             "recorded": "", "label": f"wild {i}"} for i in range(4)]
+    (folder / "round-spread.json").write_text(json.dumps({"version": 1, "machine_class": "ci-cpu",
+                                                          "runs": steady + wild}))
+    speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
+    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
+    assert "4 earlier A/B run(s) of this key on ci-cpu" in verdict.message, verdict.message
+    assert not verdict.failed, verdict.message  # -39% in one round is within that key's recorded spread
 
 
 def test_speculation_gate_skips_when_its_rounds_cannot_decide(tmp_path: Path) -> None:

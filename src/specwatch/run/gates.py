@@ -146,14 +146,15 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     return Verdict.of(DRIFT, not cmp.is_regression, msg, profile=prof.name, rows=[row])
 
 
-def _round_prior(session: Session) -> tuple[RoundPrior | None, str]:
-    """The round spread that earlier A/B runs recorded for this machine class (decode tok/s), and where
-    it comes from: the boot-to-boot term a relative gate pools with its own rounds (None: none recorded)."""
+def _round_prior(session: Session, server: str, workload: str) -> tuple[RoundPrior | None, str]:
+    """The round spread earlier A/B runs recorded for this machine class, and where it comes from: the
+    boot-to-boot term a relative gate pools with its own rounds (None: none recorded). ``server``'s own
+    key when its runs give enough degrees of freedom, else every run of decode tok/s
+    (:meth:`RoundSpread.prior_for`, the rule ``specwatch ab`` uses)."""
     from specwatch.store.roundspread import RoundSpread
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
-    prior = spread.prior(DECODE_METRIC)
-    return prior, spread.describe(DECODE_METRIC) if prior is not None else ""
+    return spread.prior_for(f"{server}/{workload}/{DECODE_METRIC}")
 
 
 def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str) -> ReportRow:
@@ -177,7 +178,7 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
     if not spec_p or not base_p:
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "the profile set has no spec and baseline servers to compare")
     base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
-    prior, source = _round_prior(session)
+    prior, source = _round_prior(session, spec_p.name, workload)
     judged = tuning.beats(tuning.round_ratios(spec.by_boot(DECODE_METRIC), base.by_boot(DECODE_METRIC)),
                           margin=session.profiles.gates.spec_margin, alpha=session.config.alpha, prior=prior,
                           source=source, names=(spec_p.name, base_p.name))
@@ -217,7 +218,7 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
         return Verdict(TUNED_VS_UNTUNED, Status.SKIP, "the profile set has no tuned and untuned servers to compare")
     untuned, tuned = session.measure_pair(u_p.name, t_p.name, workload)
     gates = session.profiles.gates
-    prior, source = _round_prior(session)
+    prior, source = _round_prior(session, t_p.name, workload)
     # decode tok/s: the all-reduces that tuning changes run in every decode step; TTFT only adds noise.
     judged = tuning.tuning_rounds(tuning.round_ratios(tuned.by_boot(DECODE_METRIC), untuned.by_boot(DECODE_METRIC)),
                                   tolerance=gates.tuned_tolerance, min_effect=gates.tuning_min_effect,
