@@ -54,7 +54,7 @@ def test_an_eager_verify_on_cpu_runs_a_forward_per_position_with_the_same_tokens
 
         eng.model.forward = wrapped  # type: ignore[method-assign]
 
-    healthy, outs, cycles = _run(2)
+    _, outs, cycles = _run(2)
     eng = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3",
                               num_steps=2, fault_eager_verify=True))
     counting(eng)
