@@ -180,3 +180,15 @@ def test_the_break_even_result_is_added_once() -> None:
     specgates.cycle_cost_vs_baseline(session, "spec")
     specgates.add_row_results(rs, session.verdict_rows)  # its key is there already: not added twice
     assert len(rs.results) == n
+
+
+def test_a_server_that_reports_no_accept_length_skips_even_when_baselines_are_required() -> None:
+    """An OpenAI-compatible speculative server shows no verify counts and no Decode lines: nothing to gate."""
+    quiet = [[_gen(p, ACCEPTS[p], 0.01, spec=False) for p in PROMPTS] for _ in range(2)]
+    single = [[_gen(PROMPTS[0], ACCEPTS[PROMPTS[0]], 0.01, spec=False)] for _ in range(4)]
+    session = _session({("spec", specread.PROBE.name): _measurement("spec", specread.PROBE, quiet, []),
+                        ("spec", "single-stream"): _measurement("spec", SINGLE, single, [])}, None,
+                       require_baseline=True)
+    verdict = specgates.accept_length_vs_baseline(session, "spec")
+    assert verdict.skipped and "reports no accept length" in verdict.reason
+    assert specgates.cycle_cost_vs_baseline(session, "spec").skipped

@@ -114,6 +114,9 @@ def accept_length_vs_baseline(session: Session, profile: str) -> Verdict:
     now = specread.counts(probe(session, prof.name))
     single = session.measure(prof.name, SINGLE, pooled=True)
     xs, source = specread.accept_samples(single)
+    if not now and not xs:
+        return Verdict.skip(ACCEPT_GATE, "the server reports no accept length: no per-request verify counts "
+                                         "(meta_info.spec_verify_ct) and no Decode lines with one", prof.name)
     health: dict[str, Any] = {"profile": prof.name, "part": "accept", "value": _median(xs), "source": source}
     rows: list[ReportRow] = []
     lines: list[str] = []
