@@ -349,3 +349,24 @@ def test_detects_is_beyond_the_tolerance_and_shrinks_with_spread() -> None:
     # the committed ref-large baseline: spread 2.4% over 45 sessions -> a 4% slowdown is out of reach
     large = stats.drift_tolerance(0.0238, 45)
     assert large.detects > 0.09
+
+
+def test_a_run_named_on_a_machine_the_sessions_know_is_judged_on_it_and_an_unnamed_one_on_a_new_one() -> None:
+    """Sessions of two machines 4% apart: a run 8% below machine a's mean is a regression judged as a run on
+    a (its within-machine interval, Student t); unnamed, it is one on a new machine, whose interval the
+    machine term on 1 degree of freedom makes wide: not flagged, and the note says why."""
+    from specwatch.judge.variance import MachineSession
+
+    rng = np.random.default_rng(4)
+    sessions = [MachineSession(list(c * (1 + 0.01 * rng.standard_normal()) * (1 + 0.005 * rng.standard_normal(10))),
+                               name) for name, c in (("a", 100.0), ("b", 104.0)) for _ in range(5)]
+    pooled = [x for s in sessions for x in s]
+    slowed = list(92.0 * (1 + 0.005 * rng.standard_normal(10)))
+    on_a, basis_a = compare_mod.drift(slowed, pooled, sessions=sessions, machine="a")
+    assert on_a.verdict is DriftVerdict.REGRESSION and not basis_a.prediction.new_machine
+    assert basis_a.tolerance < 0.05 and "judged as a run on the machine they were recorded on" in basis_a.note
+    new, basis_new = compare_mod.drift(slowed, pooled, sessions=sessions)
+    assert new.verdict is not DriftVerdict.REGRESSION and basis_new.prediction.new_machine
+    assert basis_new.tolerance > 0.2 and "rests on 2 machines, 1 degree(s) of freedom" in basis_new.note
+    unknown, _ = compare_mod.drift(slowed, pooled, sessions=sessions, machine="c")  # not theirs: a new machine
+    assert unknown.verdict is new.verdict and unknown.session_mde == new.session_mde

@@ -115,8 +115,11 @@ def test_h200_pytest_runs_against_one_session_and_against_the_18_session_baselin
 
     Against the one-session baseline recorded just before, runs alone call both a regression (the
     healthy one falsely); against the 18-session baseline committed then (kept in data/session2;
-    session 4 added a session to the live one) the tolerance comes from those sessions' spread, and
-    both are within it.
+    session 4 added a session to the live one) the tolerance comes from those sessions' components, and
+    both are within it. The 18 sessions name two machines (17 of the lease's commit b8e33ce, one whose
+    results carry efbb05c, the device copy's stale git metadata: docs/validation/runs.toml), so the run
+    is one on a new machine against two, whose machine term rests on 1 degree of freedom: the calibrated
+    interval is wide, and the note says why.
     """
     from specwatch.cli import main
     from specwatch.errors import EXIT_OK, EXIT_REGRESSION
@@ -129,7 +132,8 @@ def test_h200_pytest_runs_against_one_session_and_against_the_18_session_baselin
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("eagle3-tuned/single-stream/decode_tok_s"))
     assert row.split()[-1] == "change" and "no change" in row, out  # "no change": within the data's tolerance
-    assert "decode_tok_s: tolerance 1" in out and "from the baseline's 18 sessions" in out, out
+    assert "from the baseline's 18 sessions" in out and "over 2 machines (18 sessions)" in out, out
+    assert "the machine term rests on 2 machines, 1 degree(s) of freedom, which widens the interval" in out, out
     doc = json.loads(committed.read_text())["metrics"]["single-stream/decode_tok_s"]
     assert len(doc["sessions"]) == 18
 
@@ -224,28 +228,40 @@ SESSION5 = ROOT / "docs" / "validation" / "data" / "session5"
 def test_h200x2_seven_sessions_across_two_leases_leave_one_out() -> None:
     """Session 5, TP=2 on the NVLink pair: seven recorded sessions of eagle3-tuned (six from one
     lease, one from a later lease on another host, 3.3% slower). Each session against the other
-    six, with sessions as the unit: healthy never a regression, 10% always. 8% is always one when the
-    sessions are judged as one machine's; with their hosts named, a held-out session of the first host
-    is judged as one on a new machine, whose term the 3.3% host difference sets: noisy, not flagged."""
-    from specwatch.judge.variance import MachineSession
+    six, with sessions as the unit: healthy never a regression, 10% always, when the sessions are judged
+    as one machine's; 8% exactly when it leaves that machine's t interval. With their hosts named, a
+    held-out session of the first host is judged as one on a new machine against two machines (5 + 1
+    sessions): the machine term rests on 1 degree of freedom, so the calibrated interval is far wider than
+    10% and nothing is flagged. Judged on its own host (the machine the sessions know), 8% is flagged
+    in every session."""
+    from specwatch.judge.variance import MachineSession, components, predict
 
     doc = json.loads((SESSION5 / "baseline-x2-7-sessions-eagle3-tuned.json").read_text())
     recorded = doc["metrics"]["single-stream/decode_tok_s"]["sessions"]
     assert len(recorded) == 7 and len({s["host"] for s in recorded}) == 2
 
-    def verdicts(factor: float, hosts: bool = False) -> list[DriftVerdict]:
+    def judged(factor: float, hosts: bool = False, own: bool = False) -> list:
         sessions = [MachineSession(s["samples"], s["host"] if hosts else None) for s in recorded]
         out = []
         for i, cur in enumerate(sessions):
             others = [s for j, s in enumerate(sessions) if j != i]
+            pred = predict(components(others), machine=cur.machine) if own else None
             out.append(compare([x * factor for x in cur], [x for s in others for x in s],
-                               reference_sessions=others).verdict)
+                               reference_sessions=others, prediction=pred))
         return out
+
+    def verdicts(factor: float, hosts: bool = False, own: bool = False) -> list[DriftVerdict]:
+        return [c.verdict for c in judged(factor, hosts, own)]
 
     for hosts in (False, True):
         assert verdicts(1.0, hosts) == [DriftVerdict.NO_CHANGE] * 7
-        assert verdicts(0.90, hosts) == [DriftVerdict.REGRESSION] * 7
-    assert verdicts(0.92) == [DriftVerdict.REGRESSION] * 7
-    eight = verdicts(0.92, hosts=True)
-    assert eight[6] is DriftVerdict.REGRESSION  # the other host's session: the six left are one machine
-    assert DriftVerdict.REGRESSION not in eight[:6] and DriftVerdict.NOISY in eight[:6], eight
+    assert verdicts(0.90) == [DriftVerdict.REGRESSION] * 7
+    eight = judged(0.92)
+    assert [c.verdict is DriftVerdict.REGRESSION for c in eight] == [c.change < -c.session_mde for c in eight]
+    assert sum(c.verdict is DriftVerdict.REGRESSION for c in eight) >= 5
+    for factor in (0.92, 0.90):
+        new = judged(factor, hosts=True)
+        assert new[6].verdict is DriftVerdict.REGRESSION  # the other host's session: the six left are one machine
+        assert all(c.verdict is not DriftVerdict.REGRESSION and c.session_mde > 0.5 for c in new[:6]), new
+    assert verdicts(0.92, hosts=True, own=True) == [DriftVerdict.REGRESSION] * 7
+    assert DriftVerdict.REGRESSION not in verdicts(1.0, hosts=True, own=True)

@@ -276,22 +276,22 @@ class DriftBasis:
 
 def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
                 class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA,
-                n_current: int | None = None) -> DriftBasis:
+                n_current: int | None = None, machine: str | None = None) -> DriftBasis:
     """The drift tolerance from data (the one owner of this rule).
 
     With ``MIN_SESSIONS`` or more recording sessions, their variance components set it
     (:mod:`specwatch.judge.variance`: run noise, boot-to-boot, and the machine term when they name
-    several machines): the half-width of the prediction interval of one more session at ``alpha``, on a
-    new machine when they span several, whatever was requested; the note says whether the requested
-    tolerance is within reach and the smallest slowdown flagged 19 times in 20. With fewer, the spread
-    measured for the machine class (``class_spread``: spread and where it was measured) gives a floor,
-    so a healthy server's boot-to-boot wander is not called a regression; without either, the requested
-    tolerance. The note then says how many more sessions to record. Sessions that all share one median
-    (spread 0: copies, or made by hand) measure no drift and count as too few.
-    """
+    several machines): the half-width of the prediction interval of one more session at ``alpha``, on
+    ``machine`` when they name it and span several, else on a new machine, whatever was requested; the
+    note says whether the requested tolerance is within reach and the smallest slowdown flagged 19 times
+    in 20. With fewer, the spread measured for the machine class (``class_spread``: spread and where it
+    was measured) gives a floor, so a healthy server's boot-to-boot wander is not called a regression;
+    without either, the requested tolerance, and the note says how many more sessions to record.
+    Sessions that all share one median (spread 0: copies, or made by hand) count as too few."""
     n = len(sessions or ())
     if n >= MIN_SESSIONS:
-        pred = variance.predict(variance.components(list(sessions or ())), alpha=alpha, n_current=n_current)
+        pred = variance.predict(variance.components(list(sessions or ())), alpha=alpha, n_current=n_current,
+                                machine=machine)
         if pred.components.sigma_within > 0 or pred.components.sigma_machine > 0:
             note = f"tolerance {pred.tolerance:.1%} from the baseline's {n} sessions: {pred.note}"
             if pred.tolerance > requested:
@@ -329,11 +329,13 @@ def drift(
     session_scores: Sequence[float | None] | None = None,
     run_score: float | None = None,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
+    machine: str | None = None,
 ) -> tuple[Comparison, DriftBasis]:
     """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`.
 
     ``sessions`` may name the machine each was recorded on (:class:`specwatch.judge.variance.MachineSession`):
-    sessions of several machines are judged with the machine term, the run as one on a new machine.
+    sessions of several machines are judged with the machine term, the run as one on a new machine unless
+    ``machine`` names one of theirs (the run's own machine: then as one on it).
     ``n_resamples``: of the ratio's bootstrap CI (a replay of many verdicts may take fewer: no regression
     verdict depends on it).
 
@@ -351,7 +353,7 @@ def drift(
             raw_c, raw_r = float(np.median(current)), float(np.median(reference))
             said += f"; as measured: median {raw_c:.4g} vs {raw_r:.4g} ({_pct(raw_c / raw_r - 1)})"
         current, reference, sessions = adj.current, adj.reference, adj.sessions
-    basis = drift_basis(requested, sessions, class_spread, alpha, n_current=len(current))
+    basis = drift_basis(requested, sessions, class_spread, alpha, n_current=len(current), machine=machine)
     cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
                   prediction=basis.prediction, n_resamples=n_resamples)
     if said:
