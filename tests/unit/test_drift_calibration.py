@@ -23,7 +23,7 @@ from specwatch.store.sessions import baseline_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 LARGE = ROOT / "baselines" / "h200x1" / "large-eagle3-tuned.json"
-WORLDS = 2000
+WORLDS = 1200
 SESSIONS, SAMPLES = 8, 8  # per machine, per session (the committed file: about 15 and 16)
 
 
