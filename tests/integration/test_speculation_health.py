@@ -5,13 +5,17 @@ against them; two more boot the speculative server with a reference-only fault e
 
 - ``--ref-fault-perturb-draft``: a fixed bias on the draft's logits. Greedy output stays lossless and
   acceptance drops: the accept-length gate fails naming the prompts and the first output token where
-  acceptance diverged, while the throughput drift of the same runs does not fail (the drop is well inside
-  the 50% a shared 2-core machine needs);
+  acceptance diverged, while the throughput drift of the same runs does not fail (a drop of about 13%, far
+  inside the tolerance a shared 2-core machine needs);
 - ``--ref-fault-eager-verify``: on CPU, where no graph exists, the verify runs one forward per position. No
   graph counter can show it there: the cycle-cost gate's break-even does.
 
 The two servers' runs are interleaved (``gates.interleave_runs``), so the break-even compares a cycle and a
-step timed over the same seconds of a machine whose speed wanders by tens of percent.
+step timed over the same seconds of a machine whose speed wanders by tens of percent. It still moves with the
+load of other processes (a longer cycle is preempted more often than a short step): healthy sessions of this
+set read break-evens within 7% of each other on a quiet machine, but one run while another engineer's
+servers ran beside it read more than 50% above its recording (3.17); the eager verify moved it by +199% and
++282%. Hence a tolerance of 90% here (the GPU sets judge by their sessions' own spread).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ version = 1
 engine = "reference"
 model = "ref-tiny"
 device = "cpu"
-tolerance = 0.5
+tolerance = 0.9
 decode_log_interval = 10
 [workload]
 max_new_tokens = 48
@@ -50,6 +54,13 @@ interleave_runs = true
 """
 HEALTH = str(ROOT / "tests" / "perf" / "test_speculation_health.py")
 THROUGHPUT = str(ROOT / "tests" / "perf" / "test_throughput.py") + "::test_no_drift_against_baseline"
+
+
+def _why(out: subprocess.CompletedProcess[str]) -> str:
+    """What a failing assertion shows of a run: its verdicts' lines and its summary."""
+    lines = out.stdout.splitlines()
+    said = [ln for ln in lines if ln.startswith("E ") and "] Decode batch" not in ln and "] Prefill batch" not in ln]
+    return "\n".join(said[:60] + [ln for ln in lines if ln.startswith(("specwatch speculation", "FAILED"))])
 
 
 def _run(tmp: Path, *args: str, faults: str = "[]", throughput: bool = False) -> subprocess.CompletedProcess[str]:
@@ -90,7 +101,7 @@ def test_the_recording_keeps_per_prompt_counts_cycle_cost_and_break_even(recorde
 
 def test_healthy_runs_against_the_recorded_baseline_raise_no_finding(recorded: Path) -> None:
     out = _run(recorded)
-    assert out.returncode == 0, out.stdout[-5000:]
+    assert out.returncode == 0, _why(out)
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("specwatch speculation eagle3:"))
     assert re.search(r"accept length \d\.\d\d from meta_info of each run, exact: pass", line), line
     assert re.search(r"cycle \d+\.\d\d ms from .*, step \d+\.\d\d ms: pass; break-even \d\.\d\d -> ", line), line
@@ -103,9 +114,9 @@ def _failed(text: str) -> set[str]:
 def test_a_perturbed_draft_fails_the_accept_length_gate_naming_the_prompts(recorded: Path) -> None:
     out = _run(recorded, faults='["--ref-fault-perturb-draft", "0.5"]', throughput=True)
     text = out.stdout
-    assert out.returncode == 1, text[-5000:]
+    assert out.returncode == 1, _why(out)
     failed = _failed(text)
-    assert "test_accept_length_against_baseline[eagle3]" in failed, text[-5000:]
+    assert "test_accept_length_against_baseline[eagle3]" in failed, _why(out)
     # throughput alone (its drift gate on the same runs) does not call the drop; only a machine that moved
     # (the plain server's throughput failing too: a shared 2-core machine can halve its speed) may fail it
     drift = {n for n in failed if n.startswith("test_no_drift_against_baseline[")}
@@ -119,6 +130,6 @@ def test_a_perturbed_draft_fails_the_accept_length_gate_naming_the_prompts(recor
 def test_an_eager_verify_fails_the_cycle_cost_gate_without_any_graph_counter(recorded: Path) -> None:
     out = _run(recorded, "-k", "cycle_cost", faults='["--ref-fault-eager-verify"]')  # (its drafts: tests/refserver)
     text = out.stdout
-    assert out.returncode == 1, text[-5000:]
-    assert _failed(text) == {"test_cycle_cost_against_baseline[eagle3]"}, text[-5000:]
+    assert out.returncode == 1, _why(out)
+    assert _failed(text) == {"test_cycle_cost_against_baseline[eagle3]"}, _why(out)
     assert "break-even (cycle / plain step) rose" in text and "the speculative path itself got slower" in text

@@ -250,6 +250,11 @@ def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = SINGL
     else:
         lines.append(f"{said}\n  (no break-even: no plain server measured in this run to divide by; the cycle time "
                      "is gated alone, and moves with the machine)")
+    for i, got in ((0, cmp), (1, rcmp)):  # the table shows each comparison beside its samples
+        if got is not None and i < len(rows):
+            rows[i] = replace(ReportRow.from_comparison(rows[i].key, got, unit=rows[i].unit, samples=rows[i].samples,
+                                                        median_ci=stats.bootstrap_median_ci(list(rows[i].samples))),
+                              extra=rows[i].extra)
     judged = rcmp if rcmp is not None else cmp
     if judged is None:
         health["verdict"] = "not judged"

@@ -65,7 +65,7 @@ def accept_samples(m: Measurement) -> tuple[list[float], str]:
     runs = m.samples(ACCEPT)
     if runs and not any(math.isnan(x) for x in runs):
         return runs, "meta_info of each run, exact"
-    windows = [r.accept_len for r in m.decode_records if r.accept_len is not None]
+    windows = [r.accept_len for r in m.decode_records if r.accept_len]  # 0.00: a window without a verify
     if windows:
         return windows, f"Decode lines, one sample per window ({len(windows)})"
     return [], ""
