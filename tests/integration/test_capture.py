@@ -67,7 +67,7 @@ def test_capture_by_url_then_inspect_finds_the_leak(leaky_server, tmp_path: Path
     assert main_proc.environ.env["HF_TOKEN"] == REDACTED and main_proc.environ.env["MY_PRIVATE_NOTE"] == REDACTED
     assert not set(TUNED_NCCL) & set(main_proc.environ.env)  # launched untuned
     workers = [p for p in cap.processes if p.title.startswith("refserver::scheduler")]
-    assert workers and all(p.environ.status in ("ok", "retitled") for p in workers)
+    assert workers and all(p.environ.status in ("ok", "partial", "retitled") for p in workers)
     assert all(p.start_time is not None and p.start_time >= main_proc.start_time for p in cap.processes)
     everything = "".join(f.read_text(errors="replace") for f in out.rglob("*") if f.is_file())
     assert SECRET not in everything and PRIVATE not in everything

@@ -48,7 +48,8 @@ def _project(tmp_path: Path, ini: str = "[pytest]\n") -> Path:
 
 def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_"))}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+    # -p no:randomly: pytest-randomly (installed for the suite's own runs) would reorder the project's tests
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
                           cwd=project, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -151,7 +151,16 @@ def test_tp2_boots_answers_same_greedy_output_and_dies_with_main(tp1: Server, tm
         srv.stop(signal.SIGKILL)
 
 
-def test_sigterm_stops_everything_even_mid_request(tp1: Server) -> None:
+def test_sigterm_stops_everything_even_mid_request(tmp_path: Path) -> None:
+    # a server of its own: stopping the module's shared one would fail the tests that run after it
+    tp1 = boot(SPEC, tmp_path / "server.log", env=server_env({}))
+    try:
+        _sigterm_mid_request(tp1)
+    finally:
+        tp1.stop(signal.SIGKILL)
+
+
+def _sigterm_mid_request(tp1: Server) -> None:
     import urllib.request
 
     tree = [p.pid for p in psutil.Process(tp1.proc.pid).children(recursive=True)]

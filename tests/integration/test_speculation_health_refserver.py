@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("spechealth")
     out = _run(tmp, "--update-baselines")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    # the history as the recording left it: the module's other runs add to history.sqlite, in any order
+    shutil.copyfile(tmp / "history.sqlite", tmp / "history-recorded.sqlite")
     return tmp
 
 
@@ -94,7 +97,7 @@ def test_the_recording_keeps_per_prompt_counts_cycle_cost_and_break_even(recorde
     assert "single-stream/decode_step_ms" in plain and "single-stream/accept_length" not in plain
     from specwatch.store.history import History
 
-    with History(recorded / "history.sqlite") as hist:  # history and change points see them
+    with History(recorded / "history-recorded.sqlite") as hist:  # history and change points see them
         assert len(hist.series("eagle3/single-stream/cycle_ratio")) == 1
         assert len(hist.series("eagle3/single-stream/accept_length")) == 1
 
