@@ -505,6 +505,7 @@ def test_baseline_update_adds_by_default_and_replace_says_so(tmp_path: Path,
 
 def test_sessions_record_the_gpu_identity_and_are_grouped_by_machine(tmp_path: Path) -> None:
     from specwatch.store.baseline import session_machine
+    from specwatch.store.machine import host_id
 
     ident = {"hostname": "node7", "gpu_uuids": ["GPU-b", "GPU-a"], "gpu_serials": ["1652"],
              "gpu_pci_bus_ids": ["00000000:18:00.0"]}
@@ -514,7 +515,9 @@ def test_sessions_record_the_gpu_identity_and_are_grouped_by_machine(tmp_path: P
     store.record_all(rs)
     sess = store.load("h200x1", "p").get("w", "decode_tok_s").sessions[0]
     assert sess["gpu_identity"] == ident and sess["host"] == "h1"
-    assert session_machine(sess) == "gpu:GPU-a,GPU-b"  # the GPUs, whatever host names them
+    assert session_machine(sess) == "host:h1"  # its host: the hash of its GPUs' UUIDs (here made up)
+    # the UUIDs alone name the host their hash names: one label with the sessions recorded before them
+    assert session_machine({"gpu_identity": ident}) == session_machine({"host": host_id(["GPU-a", "GPU-b"])})
     assert session_machine({"host": "h1", "commit": "c1"}) == "host:h1"
     assert session_machine({"commit": "1f61c74"}) == "commit:1f61c74"  # the committed leases
     assert session_machine({"gpu_identity": {"gpu_uuids": None}, "recorded": "2026-11-29T21:57"}) == "day:2026-11-29"

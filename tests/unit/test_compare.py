@@ -354,7 +354,8 @@ def test_detects_is_beyond_the_tolerance_and_shrinks_with_spread() -> None:
 def test_a_run_named_on_a_machine_the_sessions_know_is_judged_on_it_and_an_unnamed_one_on_a_new_one() -> None:
     """Sessions of two machines 4% apart: a run 8% below machine a's mean is a regression judged as a run on
     a (its within-machine interval, Student t); unnamed, it is one on a new machine, whose interval the
-    machine term on 1 degree of freedom makes wide: not flagged, and the note says why."""
+    machine term on 1 degree of freedom makes wide: not flagged, and the note says why. A machine with fewer
+    than MIN_SESSIONS sessions of its own is judged as a new one, and the note says how many more to record."""
     from specwatch.judge.variance import MachineSession
 
     rng = np.random.default_rng(4)
@@ -364,9 +365,50 @@ def test_a_run_named_on_a_machine_the_sessions_know_is_judged_on_it_and_an_unnam
     slowed = list(92.0 * (1 + 0.005 * rng.standard_normal(10)))
     on_a, basis_a = compare_mod.drift(slowed, pooled, sessions=sessions, machine="a")
     assert on_a.verdict is DriftVerdict.REGRESSION and not basis_a.prediction.new_machine
-    assert basis_a.tolerance < 0.05 and "judged as a run on the machine they were recorded on" in basis_a.note
+    assert basis_a.tolerance < 0.05 and "this run's machine (a) has 5 of them: judged as a run on it" in basis_a.note
     new, basis_new = compare_mod.drift(slowed, pooled, sessions=sessions)
     assert new.verdict is not DriftVerdict.REGRESSION and basis_new.prediction.new_machine
     assert basis_new.tolerance > 0.2 and "rests on 2 machines, 1 degree(s) of freedom" in basis_new.note
-    unknown, _ = compare_mod.drift(slowed, pooled, sessions=sessions, machine="c")  # not theirs: a new machine
+    assert "is judged against the prediction interval for a new machine" in basis_new.note  # it named none
+    unknown, basis_c = compare_mod.drift(slowed, pooled, sessions=sessions, machine="c")  # not theirs: a new machine
     assert unknown.verdict is new.verdict and unknown.session_mde == new.session_mde
+    assert "none of them was recorded on this machine (c): judged as a new machine" in basis_c.note
+    # machine a with MIN_SESSIONS - 1 sessions of its own: too few to judge it by them, and the note says so
+    few = sessions[: compare_mod.MIN_SESSIONS - 1] + sessions[5:]
+    on_few, basis_few = compare_mod.drift(slowed, [x for s in few for x in s], sessions=few, machine="a")
+    assert on_few.verdict is not DriftVerdict.REGRESSION and basis_few.prediction.new_machine
+    assert (f"this machine (a) has {compare_mod.MIN_SESSIONS - 1} session(s) in the baseline; judged as a new "
+            "machine: record 1 more session(s) here to judge it against its own") in basis_few.note, basis_few.note
+    enough = sessions[: compare_mod.MIN_SESSIONS] + sessions[5:]
+    on_enough, _ = compare_mod.drift(slowed, [x for s in enough for x in s], sessions=enough, machine="a")
+    assert on_enough.verdict is DriftVerdict.REGRESSION
+
+
+def test_compare_names_the_results_machine_by_the_rule_that_names_the_baseline_sessions(tmp_path, capsys):
+    """``specwatch compare`` on the committed data: the 45 sessions of baselines/h200x1/large-eagle3-tuned.json
+    name their lease by the commit it measured, and so does a results file of session 3's third lease
+    (commit 40a7dc0, no host recorded). Its 8% slowdown is judged against that lease's 14 sessions and flagged;
+    named as a run on a host none of them ran on, the same samples are judged against the interval of a new
+    machine over 3 leases, which is too wide to flag them."""
+    import json
+    from pathlib import Path
+
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_OK, EXIT_REGRESSION
+
+    root = Path(__file__).resolve().parents[2]
+    baseline = str(root / "baselines" / "h200x1" / "large-eagle3-tuned.json")
+    slowed = root / "docs" / "validation" / "data" / "session3" / "pytest-call3" / "g0-slow8-1.json"
+    key = "large-eagle3-tuned/single-stream/decode_tok_s"
+    assert main(["compare", baseline, str(slowed)]) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert f"{key}: regression" in out and "judged against the 14 of its 45 sessions recorded on this machine" in out
+    assert "all of them come from this run's machine (commit:40a7dc0): judged as a run on it" in out, out
+    doc = json.loads(slowed.read_text())
+    doc["machine"]["host_id"] = "0123456789ab"  # the same run, on a host the baseline never saw
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(doc))
+    assert main(["compare", baseline, str(elsewhere)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "none of them was recorded on this machine (host:0123456789ab): judged as a new machine" in out, out
+    assert "over 3 machines (45 sessions)" in out

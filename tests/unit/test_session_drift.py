@@ -265,3 +265,91 @@ def test_h200x2_seven_sessions_across_two_leases_leave_one_out() -> None:
         assert all(c.verdict is not DriftVerdict.REGRESSION and c.session_mde > 0.5 for c in new[:6]), new
     assert verdicts(0.92, hosts=True, own=True) == [DriftVerdict.REGRESSION] * 7
     assert DriftVerdict.REGRESSION not in verdicts(1.0, hosts=True, own=True)
+
+
+def _gate_session(tmp_path: Path, recorded: list[tuple[str | None, list[str] | None, float]], run_gpus: list[str],
+                  run: list[float]) -> tuple[object, object]:
+    """A Session whose baseline holds ``recorded`` sessions, each (host, GPU UUIDs, centre) as the run that
+    recorded it fingerprinted its machine, and whose drift gate measured ``run`` on the GPUs ``run_gpus``;
+    the gate's verdict and the reference it judged against."""
+    from specwatch.load.measure import Measurement, RunSample
+    from specwatch.load.workload import Workload
+    from specwatch.profiles.loading import parse_profiles
+    from specwatch.run import gates
+    from specwatch.run.options import Config
+    from specwatch.run.session import Session
+    from specwatch.store.baseline import BaselineStore
+    from specwatch.store.machine import gpu_identity, host_id
+    from specwatch.store.result import Result, ResultSet
+
+    rng = np.random.default_rng(11)
+    store = BaselineStore(tmp_path / "b")
+    extra = {"max_new_tokens": 64, "concurrency": 1}
+    for i, (host, gpus, centre) in enumerate(recorded):
+        fp: dict = {"machine_class": "h200x1", "gpu_model": "NVIDIA H200"}
+        if host:  # recorded since session 3: the hash of the GPUs' UUIDs
+            fp["host_id"] = host
+        if gpus:  # recorded since issue 23
+            fp["gpu_identity"] = gpu_identity(gpus, [(None, None)] * len(gpus), gpus=len(gpus))
+        boot = centre * (1 + 0.004 * rng.standard_normal())
+        samples = list(boot * (1 + 0.003 * rng.standard_normal(10)))
+        rs = ResultSet([Result.make("a", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                                    samples=samples, extra=extra)],
+                       machine=fp, commit=f"c{i}", created=f"2026-12-01T10:{i:02d}:00+00:00")
+        store.record_all(rs)
+    session = Session(Config(baseline_dir=str(tmp_path / "b"), commit="c-run"), progress=lambda m: None,
+                      _profiles=parse_profiles({"server": [{"name": "a"}]}))
+    session._fingerprint = {"machine_class": "h200x1", "gpu_model": "NVIDIA H200", "host_id": host_id(run_gpus),
+                            "gpu_identity": gpu_identity(run_gpus, [(None, None)] * len(run_gpus), gpus=len(run_gpus))}
+    runs = [RunSample(output_tok_s=x, decode_tok_s=x, ttft_ms=10.0, itl_ms=5.0, e2e_s=0.1, completion_tokens=64,
+                      client_overhead=0.0) for x in run]
+    session.measurements[("a", "single-stream")] = Measurement(
+        profile="a", workload=Workload("single-stream", runs=len(run), max_new_tokens=64), runs=runs,
+        metrics_delta=None, metrics_after=None, server_info_before={}, server_info_after={}, log_records=[],
+        wall_s=1.0)
+    return gates.drift(session, "a", metric="decode_tok_s"), session.reference_samples("a", "single-stream",
+                                                                                         "decode_tok_s")
+
+
+def test_the_live_drift_gate_judges_a_run_against_the_sessions_of_its_own_gpus(tmp_path: Path) -> None:
+    """A baseline of two machines 5% apart (A near 200 tok/s, B near 210), each with 4 sessions; two of A's
+    were recorded before the GPU identity (host only), two after. A run whose GPUs are A's is named by the rule
+    that names the sessions (one label for all four of A's), judged against A's sessions: 8% slower is a
+    regression, healthy is not, and the note names the machine. Judged as a run on a new machine (what the
+    gate did before it named the run's machine) the 8% is not flagged."""
+    from specwatch.store.machine import host_id
+
+    a, b = ["GPU-aaaa"], ["GPU-bbbb"]
+    ha, hb = host_id(a), host_id(b)
+    recorded = [(ha, None, 200.0), (hb, b, 210.0), (ha, None, 200.0), (hb, b, 210.0),
+                (ha, a, 200.0), (hb, b, 210.0), (ha, a, 200.0), (hb, b, 210.0)]
+    rng = np.random.default_rng(5)
+    slowed, ref = _gate_session(tmp_path, recorded, a, list(184.0 * (1 + 0.003 * rng.standard_normal(10))))
+    assert ref.machine == f"host:{ha}" and len(ref.sessions) == 4, ref
+    assert {s.machine for s in ref.sessions} == {f"host:{ha}"}  # before and after the GPU identity: one machine
+    assert slowed.failed and "regression" in slowed.message, slowed.message
+    assert f"all of them come from this run's machine (host:{ha}): judged as a run on it" in slowed.message
+    assert "judged against the 4 of its 8 sessions recorded on this machine" in slowed.message
+    healthy, _ = _gate_session(tmp_path / "h", recorded, a, list(200.0 * (1 + 0.003 * rng.standard_normal(10))))
+    assert healthy.passed, healthy.message
+    # the same run on GPUs none of the sessions ran on: a new machine, whose interval two machines make wide
+    elsewhere, ref_c = _gate_session(tmp_path / "c", recorded, ["GPU-cccc"], list(184.0 * np.ones(10)))
+    assert not elsewhere.failed and len(ref_c.sessions) == 8, elsewhere.message
+    assert f"none of them was recorded on this machine (host:{host_id(['GPU-cccc'])}): judged as a new machine" in (
+        elsewhere.message)
+
+
+def test_the_live_drift_gate_judges_a_machine_with_too_few_sessions_as_a_new_one_and_says_so(tmp_path: Path) -> None:
+    """The run's GPUs have 1 session in a baseline whose other 5 come from another machine: judged as a new
+    machine (8% slower is not flagged against the wide interval of two machines), and the note says why and how
+    many more sessions to record there."""
+    from specwatch.judge.compare import MIN_SESSIONS
+    from specwatch.store.machine import host_id
+
+    a, b = ["GPU-aaaa"], ["GPU-bbbb"]
+    recorded = [(host_id(b), b, 210.0)] * 5 + [(host_id(a), a, 200.0)]
+    verdict, ref = _gate_session(tmp_path, recorded, a, list(184.0 * np.ones(10)))
+    assert ref.machine == f"host:{host_id(a)}" and len(ref.sessions) == 6
+    assert not verdict.failed, verdict.message
+    assert (f"this machine (host:{host_id(a)}) has 1 session(s) in the baseline; judged as a new machine: record "
+            f"{MIN_SESSIONS - 1} more session(s) here to judge it against its own") in verdict.message, verdict.message

@@ -28,12 +28,14 @@ class _Side:
     machine: dict[str, Any]
     machine_class: str | None
     metrics: dict[str, Any] = field(default_factory=dict)  # key -> BaselineMetric, for a baseline
+    run_machine: str | None = None  # the machine a results file's run was on, as baseline sessions name theirs
 
 
 def _load_side(path: str, kind: str) -> _Side:
     """A results file or a baseline file (told apart by its fields), each through its own loader,
     which migrates older versions."""
     from specwatch.store.baseline import Baseline
+    from specwatch.store.machine import run_machine
     from specwatch.store.result import ResultSet, make_key, read_json
 
     doc = read_json(path, kind)
@@ -45,7 +47,7 @@ def _load_side(path: str, kind: str) -> _Side:
                      {make_key(base.profile, m.workload, m.metric): m for m in base.metrics.values()})
     rs = ResultSet.from_document(doc, path)
     return _Side(path, f"results {path}", {r.key: (list(r.samples), r.unit, r.higher_is_better) for r in rs.results},
-                 rs.machine, rs.machine_class)
+                 rs.machine, rs.machine_class, run_machine=run_machine(rs.machine, rs.commit, rs.created))
 
 
 def other_class(ref: tuple[str, str, str | None], cur: tuple[str, str, str | None], allow_other: bool) -> str | None:
@@ -85,17 +87,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     common = sorted(set(ref.samples) & set(cur.samples))
     if not common:
         raise UsageError(f"{args.baseline} and {args.results} share no result key")
-    host = cur.machine.get("host_id") if isinstance(cur.machine.get("host_id"), str) else None
+    machine = cur.run_machine
     rows, notes = [], []
     for key in common:
         samples, unit, higher = cur.samples[key]
         reference, sessions, scores, run_score = ref.samples[key][0], None, None, None
         if key in ref.metrics:  # a baseline: its sessions, those of this machine when it has enough
-            reference, sessions, note = ref.metrics[key].reference_for(host, compare.MIN_SESSIONS,
-                                                                       same_class=same_class)
+            reference, sessions, note = ref.metrics[key].reference_for(None, compare.MIN_SESSIONS,
+                                                                       same_class=same_class, machine=machine)
             if note and note not in notes:
                 notes.append(note)
-            chosen = ref.metrics[key].chosen_sessions(host, compare.MIN_SESSIONS, same_class=same_class)
+            chosen = ref.metrics[key].chosen_sessions(None, compare.MIN_SESSIONS, same_class=same_class,
+                                                      machine=machine)
             run_score, scores = yardstick.scores_for(cur.machine.get("yardstick"),
                                                      [s.get("yardstick") for s in chosen])
         class_spread = None
@@ -105,7 +108,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             _, workload, metric = key.split("/", 2)
             class_spread = BaselineStore(Path(args.baseline).resolve().parent.parent).class_spread(
                 ref.machine_class, workload, metric)
-        c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance,
+        c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance, machine=machine,
                                  alpha=args.alpha, sessions=sessions or None, class_spread=class_spread,
                                  session_scores=scores if sessions and scores and len(scores) == len(sessions)
                                  else None, run_score=run_score)

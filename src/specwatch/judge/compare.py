@@ -12,10 +12,10 @@ it is not significant, the verdict says why and what it would take:
 - the test could not see an effect of the tolerance's size (MDE > tolerance) → INCONCLUSIVE;
 - otherwise → NO_CHANGE (the test had the power and found nothing).
 
-A reference with ``MIN_SESSIONS`` or more recording sessions adds a second condition: the current
-median must also lie outside the prediction interval of one more session
-(:mod:`specwatch.judge.variance`: run noise, boot-to-boot and, for sessions of several machines, the
-machine term; a run is judged as one on a new machine). A change that the runs call significant
+A reference with ``MIN_SESSIONS`` or more recording sessions adds a second condition: the current median must
+also lie outside the prediction interval of one more session (:mod:`specwatch.judge.variance`: run noise,
+boot-to-boot and, for sessions of several machines, the machine term; a run is judged as one on its own machine
+when it has ``MIN_SESSIONS`` of them, else as one on a new machine). A change that the runs call significant
 but the interval does not is NOISY, with the smallest change the sessions can flag.
 
 ``relative_gate`` judges "a ≥ b × (1 + margin)" (speculative vs baseline, tuned vs untuned) with
@@ -282,7 +282,7 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
     With ``MIN_SESSIONS`` or more recording sessions, their variance components set it
     (:mod:`specwatch.judge.variance`: run noise, boot-to-boot, and the machine term when they name
     several machines): the half-width of the prediction interval of one more session at ``alpha``, on
-    ``machine`` when they name it and span several, else on a new machine, whatever was requested; the
+    ``machine`` when ``MIN_SESSIONS`` of them name it, else on a new machine, whatever was requested; the
     note says whether the requested tolerance is within reach and the smallest slowdown flagged 19 times
     in 20. With fewer, the spread measured for the machine class (``class_spread``: spread and where it
     was measured) gives a floor, so a healthy server's boot-to-boot wander is not called a regression;
@@ -291,7 +291,7 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
     n = len(sessions or ())
     if n >= MIN_SESSIONS:
         pred = variance.predict(variance.components(list(sessions or ())), alpha=alpha, n_current=n_current,
-                                machine=machine)
+                                machine=machine, min_sessions=MIN_SESSIONS)
         if pred.components.sigma_within > 0 or pred.components.sigma_machine > 0:
             note = f"tolerance {pred.tolerance:.1%} from the baseline's {n} sessions: {pred.note}"
             if pred.tolerance > requested:
@@ -335,7 +335,7 @@ def drift(
 
     ``sessions`` may name the machine each was recorded on (:class:`specwatch.judge.variance.MachineSession`):
     sessions of several machines are judged with the machine term, the run as one on a new machine unless
-    ``machine`` names one of theirs (the run's own machine: then as one on it).
+    ``machine`` (the run's own) names ``MIN_SESSIONS`` of them: then as one on it; the note says which, and why.
     ``n_resamples``: of the ratio's bootstrap CI (a replay of many verdicts may take fewer: no regression
     verdict depends on it).
 

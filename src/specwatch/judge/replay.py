@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specwatch.judge.compare import MIN_SESSIONS, Comparison, DriftBasis, DriftVerdict, drift
-from specwatch.judge.variance import machine_of, machines_of
+from specwatch.judge.variance import MachineSession, machine_of, machines_of
 
 Sessions = Sequence[Sequence[float]]
 Scores = Sequence[float | None]
@@ -44,22 +44,25 @@ class Judge:
 
     def verdict(self, current: Sequence[float], sessions: Sessions, scores: Scores | None = None,
                 score: float | None = None) -> tuple[Comparison, DriftBasis]:
-        """The drift verdict of ``current`` against a baseline made of ``sessions``; ``scores``: the
-        sessions' machine yardstick scores (None where none), ``score``: the current run's."""
+        """The drift verdict of ``current`` against a baseline made of ``sessions``, as the gate judges a run
+        on the machine ``current`` names (:func:`specwatch.judge.variance.machine_of`: against that machine's
+        own sessions when it has enough of them, else as one on a new machine); ``scores``: the sessions'
+        machine yardstick scores (None where none), ``score``: the current run's."""
         pooled = [float(x) for s in sessions for x in s]
         return drift(current, pooled, higher_is_better=self.higher_is_better, requested=self.requested,
                      alpha=self.alpha, sessions=list(sessions), class_spread=self.class_spread,
                      session_scores=None if scores is None else list(scores), run_score=score,
-                     n_resamples=self.n_resamples)
+                     n_resamples=self.n_resamples, machine=machine_of(current))
 
     def flags(self, current: Sequence[float], sessions: Sessions) -> bool:
         """Whether the drift gate calls ``current`` a regression against ``sessions`` (a :data:`Detector`)."""
         return self.verdict(current, sessions)[0].verdict is DriftVerdict.REGRESSION
 
-    def slowed(self, samples: Sequence[float], slowdown: float) -> list[float]:
-        """``samples`` of a server slower by the fraction ``slowdown``."""
+    def slowed(self, samples: Sequence[float], slowdown: float) -> MachineSession:
+        """``samples`` of a server slower by the fraction ``slowdown``, on the machine they name."""
         keep = 1.0 - slowdown
-        return [x * keep for x in samples] if self.higher_is_better else [x / keep for x in samples]
+        return MachineSession([x * keep for x in samples] if self.higher_is_better else [x / keep for x in samples],
+                              machine_of(samples))
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ session's median, on the log scale (so each is a relative spread):
 
 The reference for a run is the prediction interval of one more session:
 
-- on a machine the sessions already know (:func:`predict` with ``machine``): centred on that machine's
-  mean, with the within-machine spread;
+- on a machine the sessions already know (:func:`predict` with ``machine``, the run's own, when enough of the
+  sessions were recorded on it): centred on that machine's mean, with the within-machine spread;
 - on a new machine (the default, and every run whose machine the baseline does not know): centred on the
   mean of the machines (each weighted by its precision, not by its session count), with the machine term
   added, ``sigma_machine**2 + sigma_within**2 + var(centre)``. Sessions pooled as if exchangeable would
@@ -157,6 +157,8 @@ class Prediction:
     components: Components
     df: float | None = None  # Student t degrees of freedom (None with scales, or normal when neither)
     scales: np.ndarray | None = field(default=None, repr=False, compare=False)  # the GPQ's predictive SDs
+    machine: str | None = None  # the run's own machine, when it names one
+    needed: int = 1  # the sessions of its own a machine needs to be judged as one the sessions know
 
     def cdf(self, deviation: float) -> float:
         """P(a healthy session's log median lies below ``centre + deviation``)."""
@@ -213,11 +215,31 @@ class Prediction:
         return float(min(1.0, 2.0 * min(below, 1.0 - below)))
 
     @property
+    def own(self) -> int:
+        """The sessions recorded on the run's own machine (0 when it names none, or none of them is)."""
+        return self.components.machine_means.get(self.machine, (0.0, 0))[1] if self.machine else 0
+
+    def _where(self) -> str:
+        """Which machine the run is judged as one on, and why."""
+        c, m, own = self.components, self.machine, self.own
+        if m is None:
+            return ("a run on a machine none of them was recorded on is judged against the prediction interval "
+                    "for a new machine" if self.new_machine else "judged as a run on the machine they were recorded on")
+        if not self.new_machine and c.machines > 1:
+            return f"this run's machine ({m}) has {own} of them: judged as a run on it"
+        if not self.new_machine:
+            return (f"all of them come from this run's machine ({m}): judged as a run on it" if own else
+                    f"all of them come from one machine, not this run's ({m}): judged as a run on theirs, without "
+                    "a machine term (one machine cannot measure it)")
+        if own:
+            return (f"this machine ({m}) has {own} session(s) in the baseline; judged as a new machine: record "
+                    f"{self.needed - own} more session(s) here to judge it against its own")
+        return f"none of them was recorded on this machine ({m}): judged as a new machine"
+
+    @property
     def note(self) -> str:
         c = self.components
-        where = ("a run on a machine none of them was recorded on is judged against the prediction interval "
-                 "for a new machine" if self.new_machine else
-                 "judged as a run on the machine they were recorded on")
+        where = self._where()
         text = (f"{c.line()}; {where}: ±{self.tolerance:.1%} around {self.centre_value:.4g}; a slowdown of "
                 f"{self.detects:.1%} or more is flagged in 19 of 20 runs")
         if self.new_machine and 1 < c.machines < 6:
@@ -249,23 +271,27 @@ def pivot_scales(comp: Components, extra: float = 0.0, draws: int = PIVOT_DRAWS)
 
 
 def predict(comp: Components, *, alpha: float = 0.01, machine: str | None = None,
-            n_current: int | None = None) -> Prediction:
-    """The prediction interval of one more session: on ``machine`` when the components know it, else on a
-    new machine. ``n_current``: the new session's sample count (default: as the recorded ones)."""
+            n_current: int | None = None, min_sessions: int = 1) -> Prediction:
+    """The prediction interval of one more session: on ``machine`` (the run's own) when at least
+    ``min_sessions`` of the sessions were recorded on it, else on a new machine (the note says which, and
+    why). ``n_current``: the new session's sample count (default: as the recorded ones)."""
     extra = 0.0
     if n_current:  # a new session of fewer samples than the recorded ones: its own median is noisier
         per = (MEDIAN_EFFICIENCY * comp.sigma_run) ** 2
         extra = max(0.0, per * (1.0 / n_current - 1.0 / comp.samples_per_session))
     df_w = float(comp.df_within) if comp.df_within > 0 else None
-    known = machine is not None and machine in comp.machine_means and comp.machines > 1
+    need = max(1, min_sessions)
+    known = comp.machine_means.get(machine or "", (0.0, 0))[1] >= need and comp.machines > 1
     if known or comp.machines == 1:
         mean, n = comp.machine_means[machine] if known else next(iter(comp.machine_means.values()))  # type: ignore[index]
         var = comp.sigma_within**2 * (1.0 + 1.0 / n) + extra
-        return Prediction(mean, math.sqrt(var), alpha, False, comp, df=df_w)
+        return Prediction(mean, math.sqrt(var), alpha, False, comp, df=df_w, machine=machine, needed=need)
     var = comp.sigma_machine**2 + comp.sigma_within**2 + comp.centre_var + extra
     if df_w is None:  # one session per machine: exchangeable sessions, Student t over N - 1
-        return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, df=float(comp.sessions - 1))
-    return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, scales=pivot_scales(comp, extra))
+        return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, df=float(comp.sessions - 1),
+                          machine=machine, needed=need)
+    return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, scales=pivot_scales(comp, extra),
+                      machine=machine, needed=need)
 
 
 def best_detection(sd: float, slowdown: float, false_alarm_rate: float) -> float:

@@ -12,6 +12,7 @@ __all__ = [
     "plugin",
     "project",
     "record",
+    "reference",
     "session",
     "specgates",
     "specread",

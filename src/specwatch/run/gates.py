@@ -100,7 +100,9 @@ def floor(session: Session, profile: str, workload: str = "single-stream") -> Ve
 @recorded
 def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Verdict:
     """This run against the stored baseline (or ``--specwatch-reference``): regression = worse than
-    the tolerance AND significant; a noisy or too-small sample is reported as inconclusive. With a machine
+    the tolerance AND significant; a noisy or too-small sample is reported as inconclusive. The run is judged
+    as one on its own machine when the baseline holds enough sessions of it, else as one on a new machine
+    (the tolerance note says which: :func:`specwatch.run.reference.reference_samples`). With a machine
     yardstick on this run and on 3 or more baseline sessions, both are read normalised by it when that
     shrinks the sessions' spread (:mod:`specwatch.judge.yardstick`), and the note says whether it did."""
     from specwatch.load.measure import METRICS
@@ -131,7 +133,7 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     run_score, scores = yardstick.scores_for(session.fingerprint().get("yardstick"), ref.yardsticks)
     cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=requested,
                                alpha=session.config.alpha, sessions=ref.sessions or None,
-                               class_spread=session.class_spread(workload, metric),
+                               class_spread=session.class_spread(workload, metric), machine=ref.machine,
                                session_scores=scores if len(scores) == len(ref.sessions) else None, run_score=run_score)
     row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
                                     median_ci=_ci(current), extra={"reference": ref.source,

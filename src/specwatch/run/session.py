@@ -22,6 +22,7 @@ from specwatch.profiles.profile import ProfileSet, ServerProfile
 from specwatch.run.machine_probe import fingerprint_fields, yardstick_before_boot
 from specwatch.run.options import Config
 from specwatch.run.record import PAYLOAD_KEY, RunRecord
+from specwatch.run.reference import Reference, reference_samples
 from specwatch.server.pool import RunningServer, ServerPool
 
 Progress = Callable[[str], None]
@@ -34,18 +35,6 @@ class CheckNote:
     profile: str
     ok: bool
     summary: str
-
-
-@dataclass(frozen=True)
-class Reference:
-    """What a drift gate compares against."""
-
-    samples: list[float]
-    source: str
-    sessions: list[list[float]]  # per recording session, when the baseline kept several
-    extra: dict[str, Any]  # as recorded: runs, max_new_tokens, concurrency, ...
-    note: str = ""  # which sessions count, or that none was recorded on this machine
-    yardsticks: tuple[Any, ...] = ()  # each session's machine yardstick (None: none recorded)
 
 
 @dataclass
@@ -303,37 +292,9 @@ class Session:
         return sha if out.returncode == 0 and len(sha) == 40 else None
 
     def reference_samples(self, profile: str, workload: str, metric: str) -> Reference | str:
-        """Samples to compare against (``--specwatch-reference`` file, else the stored baseline), with
-        their source, sessions and recorded workload; or, when there are none, a message saying how
-        to record them."""
-        from specwatch.judge.compare import MIN_SESSIONS
-        from specwatch.store.baseline import BaselineStore
-        from specwatch.store.result import ResultSet, make_key
-
-        cfg = self.config
-        if cfg.reference:
-            rs = ResultSet.load(cfg.path(cfg.reference))
-            found = rs.get(make_key(profile, workload, metric))
-            if found is None:
-                return f"the reference file {cfg.reference} has no result {make_key(profile, workload, metric)}"
-            return Reference(list(found.samples), f"reference {cfg.reference}", [], dict(found.extra))
-        store = BaselineStore(cfg.path(cfg.baseline_dir))
-        mc = self.machine_class()
-        base = store.load(mc, profile)
-        if base is None:
-            return store.missing_message(mc, profile)
-        entry = base.get(workload, metric)
-        if entry is None:
-            return f"baseline {store.path_for(mc, profile)} has no {workload}/{metric}; re-record it"
-        warning = base.fingerprint_warning(self.fingerprint())
-        if warning and warning not in self._warned:  # once per run, not once per drift test
-            self._warned.add(warning)
-            self.progress(warning)
-        host = self.fingerprint().get("host_id")
-        samples, sessions, note = entry.reference_for(host, MIN_SESSIONS)
-        yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(host, MIN_SESSIONS))
-        return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
-                         dict(entry.extra), note, yardsticks)
+        """Samples to compare against, with this run's machine; or a message saying how to record them
+        (:func:`specwatch.run.reference.reference_samples`)."""
+        return reference_samples(self, profile, workload, metric)
 
     def class_spread(self, workload: str, metric: str) -> tuple[float, str] | None:
         """The session-to-session spread measured for this machine class (its stored baselines)."""

@@ -24,7 +24,7 @@ from specwatch.errors import SpecwatchError, UsageError
 from specwatch.judge import stats
 from specwatch.judge.variance import MachineSession
 from specwatch.store.atomic import write_text_atomic
-from specwatch.store.machine import diff_fingerprints
+from specwatch.store.machine import diff_fingerprints, run_machine, session_machine
 from specwatch.store.result import (
     Migration,
     Result,
@@ -80,24 +80,6 @@ def engine_change(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> st
     return f"{_engine_text(recorded)} → {_engine_text(current)}"
 
 
-def session_machine(session: Mapping[str, Any]) -> str:
-    """The machine a recorded session ran on, which groups sessions for the drift gate's machine term:
-    its GPUs' UUIDs (``gpu_identity``, recorded since issue 23), else its ``host`` (a hash of the
-    visible GPUs' UUIDs, recorded since session 3; on a CPU machine, of its OS machine id), else the
-    commit it measured: sessions older than both came from the lent H200s, where each lease measured one
-    commit (``baselines/h200x1/large-eagle3-tuned.json``: 1f61c74, ab34110, 40a7dc0 are its three
-    leases), else the day it was recorded."""
-    ident = session.get("gpu_identity") if isinstance(session.get("gpu_identity"), Mapping) else {}
-    uuids = ident.get("gpu_uuids") if isinstance(ident, Mapping) else None
-    if isinstance(uuids, list) and uuids and all(isinstance(u, str) and u for u in uuids):
-        return "gpu:" + ",".join(sorted(uuids))
-    if session.get("host"):
-        return f"host:{session['host']}"
-    if session.get("commit"):
-        return f"commit:{session['commit']}"
-    return f"day:{str(session.get('recorded') or '')[:10]}"
-
-
 @dataclass
 class BaselineMetric:
     """One metric of one workload in a baseline."""
@@ -126,14 +108,15 @@ class BaselineMetric:
             "summary": self.summary.to_dict(), "extra": dict(self.extra), "sessions": list(self.sessions),
         }  # fmt: skip
 
-    def reference_for(self, host: str | None, min_sessions: int, *,
-                      same_class: bool | None = True) -> tuple[list[float], list[list[float]], str]:
-        """The samples, the per-session samples and a note, for a comparison made on machine ``host``.
+    def reference_for(self, host: str | None, min_sessions: int, *, same_class: bool | None = True,
+                      machine: str | None = None) -> tuple[list[float], list[list[float]], str]:
+        """The samples, the per-session samples and a note, for a comparison made on a machine: ``machine``,
+        the run's label (:func:`specwatch.store.machine.run_machine`), else that of a run whose ``host`` is known.
 
-        With at least ``min_sessions`` sessions recorded on this very machine, only those count: a
-        per-machine baseline, because machines of one class differ by a few percent (leases of the
-        lent H200s by 5%, docs/validation/README.md section 7). Otherwise every session counts, each
-        naming its machine (:func:`session_machine`), so the drift gate judges the run as one on a new
+        With at least ``min_sessions`` sessions recorded on this very machine (:func:`session_machine`
+        names the same), only those count: a per-machine baseline, because machines of one class differ
+        by a few percent (leases of the lent H200s by 5%, docs/validation/README.md section 7). Otherwise
+        every session counts, each naming its machine, so the drift gate judges the run as one on a new
         machine; the note says when none of them is known to come from here. ``same_class``: whether that
         machine is of the baseline's class (False: of another class, None: unknown); the note never
         claims more about the sessions' machines than the baseline records.
@@ -142,7 +125,7 @@ class BaselineMetric:
         if not kept:
             return list(self.samples), [], ""
         every = [MachineSession(s["samples"], session_machine(s)) for s in kept]
-        chosen = self.chosen_sessions(host, min_sessions, same_class=same_class)
+        chosen = self.chosen_sessions(host, min_sessions, same_class=same_class, machine=machine)
         hosts = {s["host"] for s in kept if s.get("host")}
         unnamed = sum(1 for s in kept if not s.get("host"))
         if same_class is False:
@@ -154,7 +137,8 @@ class BaselineMetric:
             return pooled, [MachineSession(s["samples"], session_machine(s)) for s in chosen], (
                 f"judged against the {len(chosen)} of its {len(kept)} sessions recorded on this machine")
         note = ""
-        if host and hosts and host not in hosts:
+        label = _label(host, machine)
+        if label and hosts and label not in {m.machine for m in every}:
             of_class = " of the class" if same_class else ""
             if unnamed:
                 head = (f"none of its {len(kept)} sessions is known to come from this machine "
@@ -167,12 +151,13 @@ class BaselineMetric:
                     f"covers only when they span several machines")
         return list(self.samples), every, note
 
-    def chosen_sessions(self, host: str | None, min_sessions: int, *,
-                        same_class: bool | None = True) -> list[dict[str, Any]]:
+    def chosen_sessions(self, host: str | None, min_sessions: int, *, same_class: bool | None = True,
+                        machine: str | None = None) -> list[dict[str, Any]]:
         """The recorded sessions (with samples) that :meth:`reference_for` judges against, in its order:
-        those of machine ``host`` when it has at least ``min_sessions`` of them, else all."""
+        those of the run's machine (``machine``, else ``host``) when it has at least ``min_sessions``, else all."""
         kept = [s for s in self.sessions if s.get("samples")]
-        mine = [s for s in kept if host and s.get("host") == host]
+        label = _label(host, machine)
+        mine = [s for s in kept if label and session_machine(s) == label]
         return mine if same_class is not False and min_sessions <= len(mine) < len(kept) else kept
 
     @classmethod
@@ -198,6 +183,11 @@ class BaselineMetric:
         pooled = [float(x) for sess in sessions for x in sess["samples"]]
         return cls(r.workload, r.metric, r.unit, r.higher_is_better, pooled,
                    stats.summarize(pooled), dict(r.extra), sessions)  # fmt: skip
+
+
+def _label(host: str | None, machine: str | None) -> str | None:
+    """The run's machine label: ``machine`` as given, else that of a run known by its host id alone."""
+    return machine or (run_machine({"host_id": host}) if host else None)
 
 
 def _origin(hosts: set[str], unnamed: int) -> str:

@@ -166,6 +166,33 @@ def host_id(gpu_uuids: list[str]) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
+def session_machine(session: Mapping[str, Any]) -> str:
+    """The machine a recorded session ran on (the one rule that groups sessions for the drift gate's machine
+    term, and names a run's own machine: :func:`run_machine`): its ``host`` (:func:`host_id`: a hash of the
+    visible GPUs' UUIDs, recorded since session 3; on a CPU machine, of its OS machine id), else that hash
+    of the UUIDs in its ``gpu_identity``, so a machine's sessions from before and after the GPU identity was
+    recorded share one label; else the commit it measured: sessions older than both came from the lent
+    H200s, where each lease measured one commit (``baselines/h200x1/large-eagle3-tuned.json``: 1f61c74,
+    ab34110, 40a7dc0 are its three leases); else the day it was recorded."""
+    if session.get("host"):
+        return f"host:{session['host']}"
+    ident = session.get("gpu_identity")
+    uuids = ident.get("gpu_uuids") if isinstance(ident, Mapping) else None
+    if isinstance(uuids, list) and uuids and all(isinstance(u, str) and u for u in uuids):
+        return f"host:{host_id(uuids)}"
+    if session.get("commit"):
+        return f"commit:{session['commit']}"
+    return f"day:{str(session.get('recorded') or '')[:10]}"
+
+
+def run_machine(fingerprint: Mapping[str, Any], commit: str | None = None, recorded: str | None = None) -> str:
+    """The machine a run with this fingerprint (and commit, and time) ran on: :func:`session_machine` of
+    the session it records (the fields ``BaselineMetric.from_result`` keeps: host, GPU identity, commit)."""
+    host = fingerprint.get("host_id")
+    return session_machine({"host": host if isinstance(host, str) else None, "commit": commit, "recorded": recorded,
+                            "gpu_identity": fingerprint.get("gpu_identity")})
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -391,4 +418,6 @@ __all__ = [
     "parse_serial_bus",
     "parse_topology",
     "run_command",
+    "run_machine",
+    "session_machine",
 ]
