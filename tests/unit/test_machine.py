@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from specwatch.signals import devices
@@ -316,3 +320,17 @@ def test_fingerprint_records_each_visible_gpus_identity_and_none_on_cpu() -> Non
     cpu = machine.fingerprint(runner=lambda argv: None, with_torch=False, env={})["gpu_identity"]
     assert set(cpu) == {"hostname", "gpu_uuids", "gpu_serials", "gpu_pci_bus_ids"}
     assert cpu["gpu_uuids"] is None and cpu["gpu_serials"] is None and cpu["gpu_pci_bus_ids"] is None
+
+
+def test_without_a_gpu_the_fingerprint_reads_torch_without_importing_it() -> None:
+    """torch's version and CUDA build come from its version.py (what ``import torch`` reads); the import,
+    2-4 s in every perf run, is only paid where a GPU can be asked for its NCCL."""
+    pytest.importorskip("torch")
+    code = ("import sys, json; from specwatch.store import machine as m; "
+            "fp = m.fingerprint(runner=lambda cmd: None); "
+            "print(json.dumps([fp['torch'], 'torch' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    version, imported = json.loads(out.stdout)
+    import torch
+
+    assert version == str(torch.__version__) and not imported

@@ -211,11 +211,29 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _torch_info() -> dict[str, str | None]:
-    """torch, its CUDA and NCCL versions; all None when torch is not installed."""
+_TORCH_VERSION_RE = re.compile(r"""^(__version__|cuda)\b[^=]*=\s*['"]([^'"]+)['"]""", re.M)
+
+
+def _torch_info(with_gpus: bool = True) -> dict[str, str | None]:
+    """torch, its CUDA and NCCL versions; all None when torch is not installed.
+
+    Without a GPU NCCL cannot be asked, so torch is not imported (2-4 s in every perf run): its
+    version and CUDA build are read from the ``torch/version.py`` that ``import torch`` would read.
+    """
     info: dict[str, str | None] = {"torch": None, "torch_cuda": None, "nccl": None}
-    if importlib.util.find_spec("torch") is None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
         return info
+    if not with_gpus and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            try:
+                text = (Path(folder) / "version.py").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            found = dict(_TORCH_VERSION_RE.findall(text))
+            if "__version__" in found:
+                info["torch"], info["torch_cuda"] = found["__version__"], found.get("cuda")
+                return info
     try:
         import torch  # lazy: heavy
     except Exception:  # a broken install must not break fingerprinting
@@ -291,7 +309,7 @@ def fingerprint(
             topo = parse_topology(runner(["nvidia-smi", "topo", "-m"]), only=keep)
             fp["interconnect"] = topo["interconnect"]
             fp["topology"] = topo["links"]
-    tinfo = _torch_info() if with_torch else {"torch": None, "torch_cuda": None, "nccl": None}
+    tinfo = _torch_info(bool(gpus)) if with_torch else {"torch": None, "torch_cuda": None, "nccl": None}
     fp["torch"] = tinfo["torch"]
     fp["nccl"] = tinfo["nccl"]
     if fp["cuda"] is None:
