@@ -11,14 +11,11 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from specwatch.server.process import free_port
+from openaiup import fake_openai_server
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "fixtures" / "profiles" / "openai-example.toml"
@@ -30,27 +27,8 @@ CORRECTNESS = [
 
 @pytest.fixture(scope="module")
 def fake_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "unit" / "openai_fake.py"), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/v1/models", timeout=5).status == 200:
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"the fake OpenAI server did not start: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with fake_openai_server() as url:
+        yield url
 
 
 def _run(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -22,15 +22,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from specwatch.server.process import free_port
+from openaiup import fake_openai_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = (ROOT / "tests" / "correctness", ROOT / "tests" / "perf")
@@ -102,23 +99,8 @@ def fake_sglang(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def openai_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "unit" / "openai_fake.py"), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/v1/models", timeout=5).status == 200:
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"the fake OpenAI server did not start: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with fake_openai_server() as url:
+        yield url
 
 
 def _suites(tmp: Path, profile: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[ET.Element]]:

@@ -22,13 +22,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from openaiup import wait_until_serving
 
 from specwatch.errors import InfraError, RequestRejected
 from specwatch.load.openai_client import OpenAIClient
@@ -70,17 +69,7 @@ def tf_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     with open(log, "wb") as err:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if urllib.request.urlopen(url + "/v1/models", timeout=5).status == 200:
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, 9)
-                pytest.fail(f"transformers serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+    wait_until_serving(url, proc, 180, "transformers serve", lambda: log.read_text()[-3000:], poll_s=0.3)
     yield url, model, proc.pid, log
     os.killpg(proc.pid, 15)
     try:

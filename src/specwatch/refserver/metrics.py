@@ -124,6 +124,11 @@ class Registry:
                 for labels, value in sorted(series.items(), key=_series_order):
                     lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
                     lines.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
+            # prometheus_client (SGLang's) prints a labelled family's header before its first observation
+            seen = {_family(name) for name, _ in items}
+            for family, (kind, text) in sorted(HELP.items()):
+                if kind == "histogram" and family not in seen:
+                    lines += [f"# HELP {family} {text}", f"# TYPE {family} {kind}"]
         return "\n".join(lines) + "\n"
 
 
