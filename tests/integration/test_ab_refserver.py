@@ -12,6 +12,7 @@ issue 23's CPU target.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,10 +84,14 @@ def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Pat
     repo, (base, _) = server_repo
     out = _ab(repo, base, base, tmp_path)
     assert out.returncode != 1, out.stdout[-4000:] + out.stderr[-2000:]  # never a false alarm
-    if out.returncode == 3 and "the run is noisier than its record" in out.stdout:
-        # unsure is the documented answer for rounds far noisier than the spread assumed (another
-        # job hogging the 2 cores moved rounds by +40 % / -75 % / +188 % once): not this test's case
-        pytest.skip("the machine was far noisier than the default round spread: " + out.stdout[-1500:])
+    spreads = [float(x) for x in re.findall(r"round-to-round spread (\d+(?:\.\d+)?)%", out.stdout)]
+    if out.returncode == 3 and ("the run is noisier than its record" in out.stdout
+                                or (spreads and max(spreads) > 2 * 15.0)):
+        # unsure is the documented answer for rounds far noisier than the spread assumed (15 % for a
+        # class without history): other jobs on the 2 cores moved rounds by +40 % / -75 % / +188 % once,
+        # and CI's other xdist workers by 38 %. Not this test's case; a false alarm fails above.
+        pytest.skip(f"the rounds spread {max(spreads or [0]):.0f}%, beyond twice the assumed 15%: "
+                    + out.stdout[-1500:])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "[ab] no regression after " in out.stdout
     rounds = int(out.stdout.split("[ab] no regression after ", 1)[1].split()[0])
