@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.server.process import free_port
+from specwatch.server.process import die_with_parent, free_port
 
 FAKE = Path(__file__).resolve().parents[1] / "unit" / "openai_fake.py"
 
@@ -40,7 +40,7 @@ def fake_openai_server() -> Iterator[str]:
     """The project's fake OpenAI-compatible server (tests/unit/openai_fake.py) on a free port: its URL."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(FAKE), str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, preexec_fn=die_with_parent)  # kill -9 of pytest takes it too
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(url, proc, 30, "the fake OpenAI server", lambda: proc.stderr.read().decode()[-2000:])

@@ -31,7 +31,7 @@ from openaiup import wait_until_serving
 
 from specwatch.errors import InfraError, RequestRejected
 from specwatch.load.openai_client import OpenAIClient
-from specwatch.server.process import free_port
+from specwatch.server.process import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "fixtures" / "profiles" / "transformers-serve.toml"
@@ -67,7 +67,8 @@ def tf_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     cmd = [sys.executable, str(Path(__file__).with_name("tinyhf.py")), str(model), "serve", str(model),
            "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        # its own group, and gone with pytest even after a kill -9 (as specwatch's own servers are)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=die_with_parent)
     url = f"http://127.0.0.1:{port}"
     wait_until_serving(url, proc, 180, "transformers serve", lambda: log.read_text()[-3000:], poll_s=0.3)
     yield url, model, proc.pid, log
