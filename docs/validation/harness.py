@@ -69,8 +69,9 @@ SETTINGS: dict[str, str] = {
     "pairs": "3",  # drift-pytest: slowed/healthy pairs per GPU
     "rounds": "2",
     "max_rounds": "4",
-    "tolerance": "0.005",
-    "alpha": "0.01",
+    "tolerance": "",  # ab: empty for ab's default (each key's own, from its recorded round spread)
+    "alpha": "",  # ab: empty for ab's default
+    "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
     "device": "",  # "cpu": every profile becomes a CPU variant (a plumbing check, not a measurement)
 }
 
@@ -220,10 +221,12 @@ def _copy_round_history(cls: str) -> Callable[[Path, dict[str, str]], str]:
 
 def _ab(p: Plan, name: str, base: str, head: str, gpu: str | None, timeout: int = 300) -> Step:
     s = p.s
+    chosen = [a for opt, key in (("--tolerance", "tolerance"), ("--alpha", "alpha"), ("--metric", "metric"))
+              if s[key] for a in (opt, s[key])]  # an empty setting: ab's own default
     return p.cli(name, timeout, "ab", "--base-profile", p.profile(base), "--head-profile", p.profile(head),
-                 "--rounds", s["rounds"], "--max-rounds", s["max_rounds"], "--tolerance", s["tolerance"],
-                 "--alpha", s["alpha"], "--metric", "decode_tok_s", "--round-history", f"{p.rel(p.run)}/round-history",
-                 "--record-rounds", "--memo", f"/tmp/specwatch-abmemo-{name}", "--",
+                 "--rounds", s["rounds"], "--max-rounds", s["max_rounds"], *chosen,
+                 "--round-history", f"{p.rel(p.run)}/round-history", "--record-rounds",
+                 "--memo", f"/tmp/specwatch-abmemo-{name}", "--",
                  "-m", "perf", "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider",
                  "-q",
                  "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
@@ -578,8 +581,10 @@ def _machine() -> str:
     smi = shutil.which("nvidia-smi")
     if not smi:
         return "no nvidia-smi (CPU)"
-    q = subprocess.run([smi, "--query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw",
-                        "--format=csv"], capture_output=True, text=True, check=False).stdout
+    q = subprocess.run([smi, "--query-gpu=index,name,uuid,serial,pci.bus_id,driver_version,clocks.sm,clocks.mem,"
+                        "temperature.gpu,power.draw", "--format=csv"], capture_output=True, text=True,
+                       check=False).stdout
+    q = f"host {os.uname().nodename}\n{q}"  # the GPU's identity (uuid, serial, bus) groups sessions by machine
     topo = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, check=False).stdout
     return q + topo
 
