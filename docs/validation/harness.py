@@ -353,8 +353,8 @@ def allreduce(p: Plan) -> None:
 
 def ab_x1(p: Plan) -> None:
     gpus = p.gpus()
-    slow = Repeat([_ab(p, "ab-slow", "ab_base", "ab_slow", gpus[0])], min_left=150)
-    same = Repeat([_ab(p, "ab-same", "ab_base", "ab_base", gpus[-1])], min_left=150)
+    slow = Repeat([_ab(p, "ab-slow", "ab_base", "ab_slow", gpus[0], 400)], min_left=150)
+    same = Repeat([_ab(p, "ab-same", "ab_base", "ab_base", gpus[-1], 400)], min_left=150)
     p.stages = [[[Call("round-history", _copy_round_history("h200x1"))]], [_yardsticks(p, "-start")],
                 [[slow], [same]] if len(gpus) > 1 else [[Repeat([*slow.steps, *same.steps], min_left=150)]],
                 [_yardsticks(p, "-end")]]
