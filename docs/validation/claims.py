@@ -459,6 +459,49 @@ def ab_x1() -> Finding:
                    table(["verdict", "per-round head/base", "verdict", "wall"], rows))
 
 
+@claim("ab-x1-defaults", "`specwatch ab` with its defaults: 3% flagged within 2 rounds, A/A \"no regression\" within 4",
+       "ref-large on one H200, ab's defaults (each key's tolerance from the round history; alpha 0.01 spent over "
+       "the looks); 3% flagged in ≥ 19 of 20 within 2 rounds (≤ 3 min), A/A no regression in ≥ 19 of 20 within 4 "
+       "rounds (≤ 6 min)", "23", again=("ab-x1 --set gpus=0 --set ab_slow=docs/validation/ab/large-slow-360k.toml",))
+def ab_x1_defaults() -> Finding:
+    key = "large-eagle3-tuned/single-stream/decode_tok_s"
+    rels = parse.files("2026-12-02-ab-x1-*/ab-*.txt")
+    rows, slowed, aa, boots = [], Count(), Count(), {"slow": [], "healthy": []}
+    for rel in rels:
+        run_dir, name = rel.split("/")
+        kind = "slow" if name.startswith("ab-slow") else "same"
+        steps = {s.name: s for s in parse.steps(parse.read(f"{run_dir}/steps.txt"))}
+        step = steps.get(name.removesuffix(".txt"))
+        run = parse.ab_run(parse.read(rel))
+        head = parse.read(f"{run_dir}/run.json")
+        cycles = "360k" if "360k" in head and kind == "slow" else "180k" if kind == "slow" else ""
+        rounds = len(run.medians["base"])
+        if kind == "slow" and cycles == "360k":
+            boots["slow"] += run.medians["head"]
+        boots["healthy"] += run.medians["base"] + (run.medians["head"] if kind == "same" else [])
+        if run.verdict is not None and (kind == "same" or cycles == "360k"):
+            c = slowed if kind == "slow" else aa
+            c.n += 1
+            c.hits += run.verdict == ("REGRESSION" if kind == "slow" else "no regression")
+            c.values.append(step.seconds if step else 0)
+        change = (statistics.fmean(run.medians["head"][:rounds]) / statistics.fmean(run.medians["base"][:rounds]) - 1
+                  if rounds and run.medians["head"] else None)
+        rows.append([f"{run_dir.removeprefix('2026-12-02-')}/{name.removesuffix('.txt')}",
+                     f"head slowed ({cycles} cycles)" if kind == "slow" else "A/A",
+                     pct(change) if change is not None else "-", str(rounds),
+                     (run.key_verdict(key) or "-") if run.verdict else "cut: the harness's step limit (300 s)",
+                     f"{step.seconds} s (exit {step.exit})" if step else "-"])
+    size = statistics.fmean(boots["slow"]) / statistics.fmean(boots["healthy"]) - 1 if boots["slow"] else 0.0
+    ok = slowed.n >= 20 and aa.n >= 20 and slowed.hits >= 19 and aa.hits >= 19
+    return Finding(HOLDS if ok else PARTIAL,
+                   f"live, one H200 (one GPU, three calls): the 360k-cycle head ({pct(size)} against the healthy boots "
+                   f"of these calls) called a regression after 2 rounds in {slowed}, in "
+                   f"{span(slowed.values, '{:.0f}')} s; A/A ended no regression in {aa}, in "
+                   f"{span(aa.values, '{:.0f}')} s; {slowed.n + aa.n} of the 40 verdicts the target needs",
+                   rels, table(["run", "head", "head/base (decode, mean of boots)", "rounds", "decode_tok_s verdict",
+                                "wall"], rows))
+
+
 @claim("ab-x2", "`specwatch ab` resolves 2% at TP=2 (ref-small)",
        "a ~2% slowdown flagged at TP=2 in few rounds", "19", again=("ab-x2",))
 def ab_x2() -> Finding:
