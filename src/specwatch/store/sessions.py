@@ -15,6 +15,7 @@ from pathlib import Path
 from specwatch.errors import UsageError
 from specwatch.judge.variance import MachineSession
 from specwatch.store.baseline import Baseline, BaselineStore, load_baseline, session_machine
+from specwatch.store.machine import run_machine
 from specwatch.store.result import ResultSet, make_key
 
 
@@ -79,9 +80,7 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
             if (ks.unit, ks.higher_is_better) != (r.unit, r.higher_is_better):
                 raise UsageError(f"{path}: {r.key} is in {r.unit} (higher is better: {r.higher_is_better}), "
                                  f"but in {ks.unit} ({ks.higher_is_better}) in {ks.labels[0]}")
-            ks.sessions.append(MachineSession(r.samples, session_machine({
-                "gpu_identity": rs.machine.get("gpu_identity"), "host": rs.machine.get("host_id"),
-                "commit": rs.commit, "recorded": rs.created})))
+            ks.sessions.append(MachineSession(r.samples, run_machine(rs.machine, rs.commit, rs.created)))
             ks.labels.append(str(path))
             ks.yardsticks.append(rs.machine.get("yardstick"))
             ks.machine_classes.append(rs.machine_class)
