@@ -66,6 +66,9 @@ def test_baseline_check_replays_every_session_of_the_h200_baseline(capsys: pytes
     assert [int(r[0]) for r in rows] == list(range(1, 20)), out
     assert not any(r[1].lower() == "regression" for r in rows)
     assert "false alarms: 0 of 19" in out
+    # the header says how the rows are judged before it gives the new-machine estimate
+    assert ("each row is judged against the other sessions of its own machine where that machine has 3 or more "
+            "(1 machine(s) here), else as a run on a new machine; a run on a new machine: ") in out, out[:600]
     flagged = [_slowdown(r[3]) for r in rows]
     assert all(f is not None and 0 < f < 0.3 for f in flagged), flagged
     # the gate says a slowdown of X or more is flagged in 19 of 20 runs on the lease; the replay agrees

@@ -48,7 +48,7 @@ def _direction(higher_is_better: bool) -> str:
 
 def _cmd_baseline_check(args: argparse.Namespace) -> int:
     from specwatch.judge import replay, yardstick
-    from specwatch.judge.compare import drift_basis
+    from specwatch.judge.compare import MIN_SESSIONS, drift_basis
     from specwatch.store.sessions import baseline_sessions, class_spread
 
     base, keys = baseline_sessions(args.baseline)
@@ -76,7 +76,12 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
             continue
         checked += 1
         judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, spread)
-        print(f"{head}; the gate's estimate: {drift_basis(args.tolerance, ks.sessions, spread, args.alpha).note}")
+        known = sorted({m for m in ks.machines if ks.machines.count(m) >= MIN_SESSIONS})
+        rows_are = (f"each row is judged against the other sessions of its own machine where that machine has "
+                    f"{MIN_SESSIONS} or more ({len(known)} machine(s) here), else as a run on a new machine; "
+                    if known else "each row is judged as a run on a new machine; ")
+        print(f"{head}; {rows_are}a run on a new machine: "
+              f"{drift_basis(args.tolerance, ks.sessions, spread, args.alpha).note}")
         _, scores = yardstick.scores_for(None, ks.yardsticks)
         if any(x is not None for x in scores):
             print(f"  {_yardstick_line(ks, scores, args.alpha)}")
