@@ -103,6 +103,17 @@ def test_the_break_even_is_one_sample_per_run_pair_that_load_on_both_servers_lea
     assert cyclecost.paired_run_ratios(cycle, no_window) == []
 
 
+def test_on_the_cpu_the_break_even_is_each_run_pairs_cpu_time_and_never_on_a_gpu() -> None:
+    cycle = CycleReading(True, windows_ms=(9.0, 30.0, 10.0), lines=6, run_windows_ms=((9.0,), (30.0,), (10.0,)),
+                         cpu_ms=(8.0, 8.2, 8.0), on_cpu=True)
+    step = CycleReading(False, windows_ms=(4.5, 4.6, 5.0), lines=6, run_windows_ms=((4.5,), (4.6,), (5.0,)),
+                        cpu_ms=(4.0, 4.1, 4.0), on_cpu=True)
+    assert ratio_samples(cycle, step) == (pytest.approx([2.0, 2.0, 2.0]), cyclecost.CPU_SOURCE)
+    gpu = replace(step, on_cpu=False)  # a GPU's host CPU time is launching and waiting: the windows decide
+    assert ratio_samples(cycle, gpu) == (pytest.approx([2.0, 30.0 / 4.6, 2.0]), cyclecost.PAIRED_SOURCE)
+    assert cyclecost.cpu_run_ratios(cycle, replace(step, cpu_ms=(4.0, 4.1))) == []  # not read for every run
+
+
 def test_the_break_even_is_timed_alike_on_both_servers() -> None:
     cycle = CycleReading(True, windows_ms=(9.0, 10.0, 11.0), lines=3, client_ms=(10.0,))
     step = CycleReading(False, windows_ms=(5.0, 5.0, 5.0), lines=3, client_ms=(5.2,))

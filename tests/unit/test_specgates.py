@@ -48,7 +48,9 @@ def _lines(accept: float | None, cycle_s: float, n: int = 6, runs: int = RUNS, l
                      accept_len=accept) for k in range(n)]]
 
 
-def _measurement(profile: str, wl: Workload, gens: list[list[Generation]], records: list[Any]) -> Measurement:
+def _measurement(profile: str, wl: Workload, gens: list[list[Generation]], records: list[Any],
+                 cpu_per: float | None = None) -> Measurement:
+    """``cpu_per``: the server's CPU seconds per cycle (per step), read for every run; None: not read."""
     runs = []
     for g in gens:
         serving = {}
@@ -57,25 +59,27 @@ def _measurement(profile: str, wl: Workload, gens: list[list[Generation]], recor
         decode = sum(x.decode_tok_s for x in g) / len(g)
         runs.append(RunSample(output_tok_s=decode, decode_tok_s=decode, ttft_ms=20.0, itl_ms=5.0, e2e_s=0.1,
                               completion_tokens=sum(x.completion_tokens for x in g), client_overhead=0.001,
-                              generations=g, serving=serving))
+                              generations=g, serving=serving,
+                              server_cpu_s=None if cpu_per is None else cpu_per * sum(
+                                  x.verify_ct if x.verify_ct is not None else x.completion_tokens - 1 for x in g)))
     return Measurement(profile=profile, workload=wl, runs=runs, metrics_delta=None, metrics_after=None,
                        server_info_before={}, server_info_after={}, log_records=records, wall_s=1.0)
 
 
-def _spec(cycle_s: float = 0.010, accepts: dict[str, list[int]] | None = None,
-          load: float = 1.0) -> dict[tuple[str, str], Measurement]:
+def _spec(cycle_s: float = 0.010, accepts: dict[str, list[int]] | None = None, load: float = 1.0,
+          cpu_s: float | None = None) -> dict[tuple[str, str], Measurement]:
     """A speculative server's probe and single-stream measurements."""
     accepts = accepts or ACCEPTS
     probe = [[_gen(p, accepts[p], cycle_s) for p in PROMPTS] for _ in range(2)]
     single = [[_gen(PROMPTS[0], accepts[PROMPTS[0]], cycle_s)] for _ in range(RUNS)]
     mean = sum(accepts[PROMPTS[0]]) / len(accepts[PROMPTS[0]])
     return {("spec", specread.PROBE.name): _measurement("spec", specread.PROBE, probe, []),
-            ("spec", "single-stream"): _measurement("spec", SINGLE, single, _lines(mean, cycle_s, load=load))}
+            ("spec", "single-stream"): _measurement("spec", SINGLE, single, _lines(mean, cycle_s, load=load), cpu_s)}
 
 
-def _base(step_s: float = 0.005, load: float = 1.0) -> dict[tuple[str, str], Measurement]:
+def _base(step_s: float = 0.005, load: float = 1.0, cpu_s: float | None = None) -> dict[tuple[str, str], Measurement]:
     gens = [[_gen(PROMPTS[0], [1] * 15, step_s, spec=False)] for _ in range(RUNS)]
-    return {("base", "single-stream"): _measurement("base", SINGLE, gens, _lines(None, step_s, load=load))}
+    return {("base", "single-stream"): _measurement("base", SINGLE, gens, _lines(None, step_s, load=load), cpu_s)}
 
 
 def _session(measurements: dict, recorded: ResultSet | None, **config: Any) -> Session:
@@ -153,6 +157,22 @@ def test_a_recording_under_load_does_not_make_a_quiet_healthy_session_a_regressi
     assert verdict.passed, verdict.message
     eager = specgates.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
     assert eager.failed and eager.reason.startswith("break-even (cycle / plain step) rose +80.0%"), eager.message
+
+
+def test_servers_decoding_on_the_cpu_are_judged_by_their_cpu_time_which_waiting_for_a_cpu_leaves_out() -> None:
+    """Other processes kept the recording's cycle windows waiting three times as long as its steps' (their
+    windows read a break-even of 6.0); their CPU time per cycle and per step did not move: 2.0."""
+    first = _session({**_spec(load=3.0, cpu_s=0.008), **_base(cpu_s=0.004)}, None, update_baselines=True)
+    specgates.cycle_cost_vs_baseline(first, "spec")
+    rs = results_of(first.measurements, {"machine_class": "x"}, None)
+    specgates.add_row_results(rs, first.verdict_rows)
+    ratio = rs.get("spec/single-stream/cycle_ratio")
+    assert ratio.samples == pytest.approx([2.0] * RUNS) and ratio.extra["source"] == cyclecost.CPU_SOURCE
+    healthy = specgates.cycle_cost_vs_baseline(_session({**_spec(cpu_s=0.008), **_base(cpu_s=0.004)}, rs), "spec")
+    assert healthy.passed and cyclecost.CPU_SOURCE in healthy.message, healthy.message
+    eager = _session({**_spec(cycle_s=0.018, cpu_s=0.0144), **_base(cpu_s=0.004)}, rs)  # +80% CPU per cycle
+    verdict = specgates.cycle_cost_vs_baseline(eager, "spec")
+    assert verdict.failed and verdict.reason.startswith("break-even (cycle / plain step) rose +80.0%"), verdict.message
 
 
 def test_a_perturbed_draft_fails_naming_the_prompts_and_where_acceptance_diverged() -> None:

@@ -15,7 +15,9 @@ diagnosis (:func:`specwatch.run.gates.diagnose`) and the results file (:func:`re
   the tokens after the first on a plain server); ``extra`` says which, with the other reading;
 - ``<spec>/<workload>/cycle_ratio``, the break-even accept length (cycle / the plain server's step), is
   the cycle gate's (it needs both servers): one sample per run pair when both logs split by run
-  (:attr:`CycleReading.run_windows_ms`, :func:`specwatch.judge.cyclecost.paired_run_ratios`).
+  (:attr:`CycleReading.run_windows_ms`, :func:`specwatch.judge.cyclecost.paired_run_ratios`); on a server
+  that decodes on the CPU, each run's CPU time per cycle over the plain server's per step
+  (:attr:`CycleReading.cpu_ms`).
 """
 
 from __future__ import annotations
@@ -104,7 +106,15 @@ def cycle_reading(m: Measurement) -> CycleReading:
                 span, count = span + g.e2e_s - g.ttft_s, count + n
         if count and span > 0:
             client.append(1000.0 * span / count)
-    return CycleReading(spec, windows, busy.lines, dict(busy.excluded), tuple(client), per_run)
+    cpu = []
+    for run in m.runs:  # the server's CPU time per cycle (per step), each run: what waiting for a CPU leaves out
+        n = sum((g.verify_ct or 0) if spec else g.completion_tokens - 1 for g in run.generations)
+        if run.server_cpu_s is None or n <= 0:
+            cpu = []
+            break
+        cpu.append(1000.0 * run.server_cpu_s / n)
+    on_cpu = bool(busy.windows) and all(r.graph_label == "cpu graph" for r in busy.windows)
+    return CycleReading(spec, windows, busy.lines, dict(busy.excluded), tuple(client), per_run, tuple(cpu), on_cpu)
 
 
 def economics(spec: Measurement, baseline: Measurement | None) -> Economics:
