@@ -3,10 +3,12 @@ are read from (real SGLang 0.5.23 log lines)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from specwatch.judge import cyclecost
 from specwatch.judge.cyclecost import CycleReading, Economics, cycle_cause, ratio_samples, window_cycle_ms
 from specwatch.signals import busywindows, logscan
 
@@ -41,6 +43,17 @@ def test_busy_windows_follow_each_data_parallel_replica_on_its_own() -> None:
     assert [(r.ranks, r.gen_tput) for r in busy.windows] == [({"DP": 0}, 301.0), ({"DP": 1}, 201.0)]
 
 
+def test_busy_windows_split_by_run_by_the_sequences_prefilled_before_them() -> None:
+    lines = [_prefill("00"), _decode("01", 9.0), _decode("02", 300.0), _decode("03", 301.0),
+             _prefill("04"), _decode("05", 8.0), _decode("06", 150.0)]
+    busy = busywindows.busy_windows(logscan.parse_lines(lines))
+    assert busy.prefilled == (1, 1, 2) and busy.sequences == 2
+    runs = busy.by_request_group(1, 2)
+    assert runs is not None and [[r.gen_tput for r in g] for g in runs] == [[300.0, 301.0], [150.0]]
+    assert busy.by_request_group(2, 1) is not None and len(busy.by_request_group(2, 1)[0]) == 3  # type: ignore[index]
+    assert busy.by_request_group(1, 3) is None  # two prefills for three runs: the log does not split by run
+
+
 def test_the_real_servers_idle_windows_are_left_out() -> None:
     """A real SGLang 0.5.23 log: the window after a wait read 2.64 tok/s against ~450 while decoding."""
     records = logscan.parse_lines(REAL_LOG.read_text().splitlines())
@@ -69,6 +82,36 @@ def test_a_reading_records_its_busy_windows_else_the_clients_runs_and_says_so() 
     assert off.agree is False and off.chosen() == (10.0, "busy Decode windows, 3 of 3")
     assert off.chosen(prefer_client=True) == (15.0, "client: decode time / spec_verify_ct")
     assert "the client reads +50%: time outside the engine's windows" in off.describe()
+
+
+def test_the_break_even_is_one_sample_per_run_pair_that_load_on_both_servers_leaves_alone() -> None:
+    """Run 1 of both servers ran while the machine was three times slower, and one cycle window of run 0 was
+    preempted: each run pair still reads 2.0 (the fastest cycle window over the fastest step window of its
+    pair), where each window over the median step spreads from 1.8 to 6.5."""
+    cycle = CycleReading(True, windows_ms=(9.0, 25.0, 30.0, 33.0, 10.0, 10.5), lines=9,
+                         run_windows_ms=((9.0, 25.0), (30.0, 33.0), (10.0, 10.5)))
+    step = CycleReading(False, windows_ms=(4.5, 4.6, 15.0, 15.2, 5.0, 5.1), lines=9,
+                        run_windows_ms=((4.5, 4.6), (15.0, 15.2), (5.0, 5.1)))
+    assert cyclecost.paired_run_ratios(cycle, step) == pytest.approx([2.0, 2.0, 2.0])
+    assert ratio_samples(cycle, step) == (pytest.approx([2.0, 2.0, 2.0]), cyclecost.PAIRED_SOURCE)
+    unsplit = replace(step, run_windows_ms=())  # a log that does not split by run: each window over the median
+    xs, source = ratio_samples(cycle, unsplit)
+    assert source == "busy Decode windows of both servers"
+    assert min(xs) == pytest.approx(1.78, abs=0.01) and max(xs) > 6.5
+    assert cyclecost.paired_run_ratios(cycle, replace(step, run_windows_ms=((4.5,), (15.0,)))) == []
+    no_window = replace(step, run_windows_ms=((4.5,), (), (5.0,)))  # a run without a busy window
+    assert cyclecost.paired_run_ratios(cycle, no_window) == []
+
+
+def test_on_the_cpu_the_break_even_is_each_run_pairs_cpu_time_and_never_on_a_gpu() -> None:
+    cycle = CycleReading(True, windows_ms=(9.0, 30.0, 10.0), lines=6, run_windows_ms=((9.0,), (30.0,), (10.0,)),
+                         cpu_ms=(8.0, 8.2, 8.0), on_cpu=True)
+    step = CycleReading(False, windows_ms=(4.5, 4.6, 5.0), lines=6, run_windows_ms=((4.5,), (4.6,), (5.0,)),
+                        cpu_ms=(4.0, 4.1, 4.0), on_cpu=True)
+    assert ratio_samples(cycle, step) == (pytest.approx([2.0, 2.0, 2.0]), cyclecost.CPU_SOURCE)
+    gpu = replace(step, on_cpu=False)  # a GPU's host CPU time is launching and waiting: the windows decide
+    assert ratio_samples(cycle, gpu) == (pytest.approx([2.0, 30.0 / 4.6, 2.0]), cyclecost.PAIRED_SOURCE)
+    assert cyclecost.cpu_run_ratios(cycle, replace(step, cpu_ms=(4.0, 4.1))) == []  # not read for every run
 
 
 def test_the_break_even_is_timed_alike_on_both_servers() -> None:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 
 from specwatch.judge.spechealth import ACCEPT_TOLERANCE
 
-__all__ = ["AGREE", "MIN_BUSY_WINDOWS", "CycleReading", "Economics", "alike", "cycle_cause", "ratio_samples",
-           "window_cycle_ms"]
+__all__ = ["AGREE", "CPU_SOURCE", "MIN_BUSY_WINDOWS", "PAIRED_SOURCE", "CycleReading", "Economics", "alike",
+           "cpu_run_ratios", "cycle_cause", "paired_run_ratios", "ratio_samples", "window_cycle_ms"]
 
 #: Two readings of one time (busy Decode windows and the client; a prediction and a measurement) agree
 #: within this fraction.
@@ -51,6 +51,11 @@ class CycleReading:
     lines: int = 0  # Decode lines read
     excluded: Mapping[str, int] = field(default_factory=dict)  # why the other lines were left out
     client_ms: tuple[float, ...] = ()
+    #: the busy windows of each timed run, in run order (() when the log cannot be split by run)
+    run_windows_ms: tuple[tuple[float, ...], ...] = ()
+    #: each run's CPU time of the server's processes per cycle (per step), ms (() when not read for every run)
+    cpu_ms: tuple[float, ...] = ()
+    on_cpu: bool = False  # the server decodes on the CPU (its Decode lines say ``cpu graph``)
 
     @property
     def what(self) -> str:
@@ -112,13 +117,63 @@ def alike(cycle: CycleReading, step: CycleReading) -> bool:
 
 
 def ratio_samples(cycle: CycleReading, step: CycleReading) -> tuple[list[float], str]:
-    """The break-even accept length, one sample per cycle sample: each over the median step, timed alike
-    (:func:`alike`); ([], "") when the two cannot be timed alike."""
+    """The break-even accept length, timed alike (:func:`alike`); ([], "") when the two cannot be.
+
+    On servers that decode on the CPU, one sample per run pair: run k's CPU time per cycle over the plain
+    server's CPU time per step in its run k (:func:`cpu_run_ratios`). By busy windows, one sample per run
+    pair: run k's fastest cycle window over the plain server's fastest step window of its run k
+    (:func:`paired_run_ratios`), when both logs split by run; else each cycle window over the median step.
+    By the client, each run's cycle over the median step."""
+    if by_cpu := cpu_run_ratios(cycle, step):
+        return by_cpu, CPU_SOURCE
     if alike(cycle, step):
+        if paired := paired_run_ratios(cycle, step):
+            return paired, PAIRED_SOURCE
         return [x / step.server_ms for x in cycle.windows_ms], "busy Decode windows of both servers"  # type: ignore[operator]
     if cycle.client_ms and step.client:
         return [x / step.client for x in cycle.client_ms], "the client's decode times on both servers"
     return [], ""
+
+
+#: The source :func:`ratio_samples` names for :func:`cpu_run_ratios`.
+CPU_SOURCE = "CPU time of each server's processes, per run pair: per cycle / per step"
+
+
+def cpu_run_ratios(cycle: CycleReading, step: CycleReading) -> list[float]:
+    """One break-even per run pair from CPU time: run k's CPU ms per cycle over the plain server's CPU ms per
+    step of its run k; [] unless both servers decode on the CPU and both read CPU time for as many runs.
+
+    A server that decodes on the CPU is slowed by other processes mostly by waiting for a CPU, which its wall
+    clock holds and its CPU time does not. On a shared 2-core machine with three busy loops beside it, the busy
+    windows' break-evens of healthy sessions ranged from 1.2 to 3.1 (a cycle and a step, even of the same run
+    pair, queued behind different processes), so an eager verify (+55% to +475%) could read less than a
+    healthy session; their CPU times' ranged within 26% while the eager verify read at least +161%. On a GPU
+    the CPU time is the host's launching and waiting, not the decode: never used there."""
+    a, b = cycle.cpu_ms, step.cpu_ms
+    if not (cycle.on_cpu and step.on_cpu) or not a or len(a) != len(b):
+        return []
+    return [x / y for x, y in zip(a, b, strict=True)]
+
+
+#: The source :func:`ratio_samples` names for :func:`paired_run_ratios`.
+PAIRED_SOURCE = "busy Decode windows of both servers, per run pair: fastest cycle window / fastest step window"
+
+
+def paired_run_ratios(cycle: CycleReading, step: CycleReading) -> list[float]:
+    """One break-even per run pair: run k's fastest busy cycle window over the plain server's fastest busy
+    step window of its run k ([] unless both readings split their windows into as many runs, each with a
+    window: a run dropped for want of one would leave fewer samples than the per-window fallback judges).
+
+    Interleaved runs (``gates.interleave_runs``) put run k of both servers next to each other in time, so
+    a machine whose speed wanders over seconds moves both sides of a pair alike; the fastest window of each
+    run is the one least preempted by other processes (load only adds time to a window), where a median
+    still holds the load: on a shared 2-core machine a loaded plain step read 2.5 times its unloaded time
+    and a cycle twice, which moved the ratio of medians by 21% (1.36 against 1.72). One sample per pair:
+    the windows of one run share its moment of the machine, and are not independent samples of it."""
+    a, b = cycle.run_windows_ms, step.run_windows_ms
+    if not a or len(a) != len(b) or not all(a) or not all(b):
+        return []
+    return [min(x) / min(y) for x, y in zip(a, b, strict=True)]
 
 
 def cycle_cause(cycle_change: float | None, step_change: float | None, accept_change: float | None) -> str:

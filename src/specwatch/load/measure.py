@@ -32,7 +32,7 @@ from specwatch.load.openai_client import client_for
 from specwatch.load.workload import Request, Workload
 from specwatch.server.neighbours import neighbours
 from specwatch.server.pool import RunningServer
-from specwatch.signals import logscan, promtext
+from specwatch.signals import logscan, proccpu, promtext
 
 Progress = Callable[[str], None]
 
@@ -61,6 +61,8 @@ class RunSample:
     #: bench_serving's metrics of this run (LEVEL_METRICS; accept_length only from a speculative server)
     serving: dict[str, float] = field(default_factory=dict)
     itl_note: str = ""  # what a bimodal ITL distribution (tokens in bursts) means (judge.levels.itl_note)
+    #: CPU seconds the server's processes used during the run (signals.proccpu); None: not read (remote)
+    server_cpu_s: float | None = None
 
 
 @dataclass
@@ -193,12 +195,18 @@ class _Measuring:
         self.info_before = await self.client.server_info()
         self.text_before = await self.client.metrics()
         self.log_start = self.server.log_size()
+        self.pid: int | None = getattr(self.server, "pid", None)  # an external server's: found by its port, once
 
     async def run_once(self) -> RunSample:
         """One timed run (past ``runs``, the measured prompts come round again)."""
         wl, i = self.wl, self.next_slot
         slot = i if i < self.slots else wl.warmup + (i - wl.warmup) % max(1, self.slots - wl.warmup)
-        self.runs.append(await _one_run(self.client, self.prompts[slot * self.per:(slot + 1) * self.per], wl))
+        before = proccpu.tree_cpu_seconds(self.pid)
+        run = await _one_run(self.client, self.prompts[slot * self.per:(slot + 1) * self.per], wl)
+        after = proccpu.tree_cpu_seconds(self.pid)
+        if before is not None and after is not None and after >= before:
+            run.server_cpu_s = after - before
+        self.runs.append(run)
         self.next_slot += 1
         return self.runs[-1]
 

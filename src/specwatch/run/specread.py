@@ -14,7 +14,10 @@ diagnosis (:func:`specwatch.run.gates.diagnose`) and the results file (:func:`re
   (``signals.busywindows``), else each run's client reading, decode time over ``spec_verify_ct`` (over
   the tokens after the first on a plain server); ``extra`` says which, with the other reading;
 - ``<spec>/<workload>/cycle_ratio``, the break-even accept length (cycle / the plain server's step), is
-  the cycle gate's (it needs both servers).
+  the cycle gate's (it needs both servers): one sample per run pair when both logs split by run
+  (:attr:`CycleReading.run_windows_ms`, :func:`specwatch.judge.cyclecost.paired_run_ratios`); on a server
+  that decodes on the CPU, each run's CPU time per cycle over the plain server's per step
+  (:attr:`CycleReading.cpu_ms`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from specwatch.judge.levels import LEVEL_METRICS
 from specwatch.judge.spechealth import PromptCount, prompt_counts
 from specwatch.load.workload import Workload
 from specwatch.signals.busywindows import busy_windows
+from specwatch.signals.logscan import DecodeRecord
 from specwatch.store.result import Result
 
 if TYPE_CHECKING:
@@ -82,8 +86,15 @@ def cycle_reading(m: Measurement) -> CycleReading:
     client (decode time over the verify cycles, or over the tokens after the first on a plain server)."""
     spec = is_speculative(m)
     busy = busy_windows(m.log_records)
-    windows = tuple(window_cycle_ms(r.accept_len, r.running, r.gen_tput) for r in busy.windows
-                    if (r.accept_len is not None) == spec)
+
+    def times(recs: tuple[DecodeRecord, ...]) -> tuple[float, ...]:
+        return tuple(window_cycle_ms(r.accept_len, r.running, r.gen_tput) for r in recs
+                     if (r.accept_len is not None) == spec)
+
+    windows = times(busy.windows)
+    # the log records are the first boot's (load.measure.merge); its runs ran one after another
+    groups = busy.by_request_group(m.workload.run_size, m.boots[0] if m.boots else len(m.runs))
+    per_run = tuple(times(g) for g in groups) if groups is not None else ()
     client = []
     for run in m.runs:
         span = count = 0.0
@@ -95,7 +106,15 @@ def cycle_reading(m: Measurement) -> CycleReading:
                 span, count = span + g.e2e_s - g.ttft_s, count + n
         if count and span > 0:
             client.append(1000.0 * span / count)
-    return CycleReading(spec, windows, busy.lines, dict(busy.excluded), tuple(client))
+    cpu = []
+    for run in m.runs:  # the server's CPU time per cycle (per step), each run: what waiting for a CPU leaves out
+        n = sum((g.verify_ct or 0) if spec else g.completion_tokens - 1 for g in run.generations)
+        if run.server_cpu_s is None or n <= 0:
+            cpu = []
+            break
+        cpu.append(1000.0 * run.server_cpu_s / n)
+    on_cpu = bool(busy.windows) and all(r.graph_label == "cpu graph" for r in busy.windows)
+    return CycleReading(spec, windows, busy.lines, dict(busy.excluded), tuple(client), per_run, tuple(cpu), on_cpu)
 
 
 def economics(spec: Measurement, baseline: Measurement | None) -> Economics:

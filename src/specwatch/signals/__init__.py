@@ -1,5 +1,5 @@
 """What a server shows from outside, parsed: SGLang log lines, Prometheus text, NCCL debug lines,
-process trees and their environments, the probe's records, ``CUDA_VISIBLE_DEVICES``. Imports nothing
+process trees, their environments and CPU time, the probe's records, ``CUDA_VISIBLE_DEVICES``. Imports nothing
 else of specwatch but ``specwatch.errors``.
 """
 
@@ -9,6 +9,7 @@ __all__ = [
     "logscan",
     "ncclenv",
     "probe",
+    "proccpu",
     "procenv",
     "promtext",
 ]

@@ -32,6 +32,21 @@ class BusyWindows:
     windows: tuple[DecodeRecord, ...]
     lines: int  # Decode lines read
     excluded: dict[str, int] = field(default_factory=dict)  # reason -> lines left out for it
+    #: for each window, the sequences prefilled before it (``#new-seq`` of the Prefill lines of all ranks)
+    prefilled: tuple[int, ...] = ()
+    sequences: int = 0  # sequences prefilled over all the records
+
+    def by_request_group(self, group: int, groups: int) -> tuple[tuple[DecodeRecord, ...], ...] | None:
+        """The windows of each of ``groups`` consecutive groups of ``group`` requests (a measurement's timed
+        runs, one after another), by the sequences prefilled before each window; None when the Prefill lines
+        do not count ``group · groups`` sequences (a chunked or a retracted prefill, a log that does not begin
+        at the first group): then the windows cannot be told apart by group."""
+        if group < 1 or groups < 1 or self.sequences != group * groups:
+            return None
+        out: list[list[DecodeRecord]] = [[] for _ in range(groups)]
+        for rec, n in zip(self.windows, self.prefilled, strict=True):
+            out[min(max(n - 1, 0) // group, groups - 1)].append(rec)
+        return tuple(tuple(g) for g in out)
 
 
 #: The reasons :func:`busy_windows` gives for leaving a Decode line out.
@@ -46,11 +61,13 @@ def busy_windows(records: Iterable[Record]) -> BusyWindows:
     excluded: dict[str, int] = {}
     seen: set[tuple[tuple[str, int], ...]] = set()  # ranks with a Decode line so far
     prefilled: set[tuple[tuple[str, int], ...]] = set()  # ranks with a Prefill line since their last Decode line
-    lines = 0
+    lines = sequences = 0
+    before: list[int] = []
     for rec in records:
         ranks = tuple(sorted(rec.ranks.items()))
         if isinstance(rec, PrefillRecord):
             prefilled.add(ranks)
+            sequences += rec.new_seq
         if not isinstance(rec, DecodeRecord):
             continue
         lines += 1
@@ -62,4 +79,5 @@ def busy_windows(records: Iterable[Record]) -> BusyWindows:
             excluded[why] = excluded.get(why, 0) + 1
         else:
             kept.append(rec)
-    return BusyWindows(tuple(kept), lines, excluded)
+            before.append(sequences)
+    return BusyWindows(tuple(kept), lines, excluded, tuple(before), sequences)
