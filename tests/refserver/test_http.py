@@ -188,6 +188,8 @@ def test_metrics_names_and_deltas(srv: Server) -> None:
 
 
 def test_log_lines_match_sglang_regexes(srv: Server) -> None:
+    # its own decode windows (several --decode-log-interval windows): it must not rely on the module's other tests
+    srv.generate({"text": "log lines", "sampling_params": {"max_new_tokens": 40, "ignore_eos": True, **GREEDY}})
     log = srv.log()
     decodes = decode_lines(log)
     assert decodes, "no Decode batch line"
