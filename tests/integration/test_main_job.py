@@ -9,9 +9,11 @@ on its own, so the profile here tolerates 50% and the slowdown is 5x (400%).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,9 +51,26 @@ def _run(tmp_path: Path, *args: str, extra: str = "[]") -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project folder with a recorded baseline, reports and history, one per worker.
+
+    Under xdist the module's tests may run on several workers; the recording (a perf run, 25-40 s on
+    CI) is made once, under a lock, in the run's shared temporary folder, and each worker copies it.
+    """
     tmp = tmp_path_factory.mktemp("mainjob")
-    out = _run(tmp, "--update-baselines")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        out = _run(tmp, "--update-baselines")
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+        return tmp
+    shared = tmp_path_factory.getbasetemp().parent / "mainjob-recorded"  # this run's, shared by its workers
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "recorded.ok").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            out = _run(shared, "--update-baselines")
+            assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+            (shared / "recorded.ok").write_text("")
+    shutil.copytree(shared, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("recorded.ok"))
     return tmp
 
 

@@ -130,6 +130,19 @@ def _rank(rank: int, a: argparse.Namespace, port: int, launcher_pid: int) -> Non
     _say(rank, "process group destroyed")
 
 
+def _rank_entry(rank: int, a: argparse.Namespace, port: int, launcher_pid: int) -> None:
+    """A rank's process: a failure's traceback goes to the launcher's output (the rank's log keeps
+    its own last lines), then exit 1."""
+    launcher_err = os.dup(2)
+    try:
+        _rank(rank, a, port, launcher_pid)
+    except BaseException:
+        import traceback
+
+        os.write(launcher_err, f"rank {rank} failed:\n{traceback.format_exc()}".encode(errors="replace"))
+        raise SystemExit(1) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--world", type=int, required=True)
@@ -144,9 +157,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hang-rank", type=int, default=-1, help=argparse.SUPPRESS)  # a fault for the tests
     ap.add_argument("--hang-teardown", action="store_true", help=argparse.SUPPRESS)  # a fault for the tests
     a = ap.parse_args(argv)
-    import torch.multiprocessing as mp
+    return _spawn(a)
 
-    mp.spawn(_rank, args=(a, _free_port(), os.getpid()), nprocs=a.world, join=True)
+
+def _spawn(a: argparse.Namespace) -> int:
+    """One spawned process per rank; the first rank to fail kills the others (exit 1). The stdlib's
+    spawn, not torch.multiprocessing's: the launcher itself never imports torch (seconds a launch
+    on a loaded CPU), only the ranks do."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("spawn")  # CUDA in the ranks needs spawn
+    port = _free_port()
+    procs = [ctx.Process(target=_rank_entry, args=(r, a, port, os.getpid()), name=f"rank-{r}")
+             for r in range(a.world)]
+    for p in procs:
+        p.start()
+    pending = list(procs)
+    while pending:
+        wait([p.sentinel for p in pending])
+        for p in [p for p in pending if p.exitcode is not None]:
+            pending.remove(p)
+            if p.exitcode != 0:
+                for q in pending:
+                    q.kill()
+                for q in pending:
+                    q.join()
+                print(f"rank {procs.index(p)} exited with code {p.exitcode}", file=sys.stderr, flush=True)
+                return 1
     return 0
 
 

@@ -233,7 +233,8 @@ class ServerProcess:
         signal_group(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        if self._reaper is not None:
+        if self._reaper is not None:  # the tree is killed: the reaper kills what it still knows alive, and exits
+            self._reaper.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._reaper.wait(timeout=5)
             if self._reaper.poll() is None:
