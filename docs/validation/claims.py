@@ -19,6 +19,7 @@ Everything else is parsed from the outputs as the runs printed them.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import statistics
 from collections.abc import Callable
@@ -547,8 +548,24 @@ def yardstick() -> Finding:
     scores = [float(parse.load(r)["score"]) if r.endswith(".json") else
               float(re.search(r'"score": ([\d.]+)', parse.read(r))[1]) for r in rels]
     spread = max(scores) / min(scores) - 1
-    return Finding(PARTIAL, f"1 machine (the x2 host), {len(scores)} standalone readings: scores "
-                   f"{span(scores, '{:.2f}')} ({pct(spread, sign=False)} apart)", rels)
+    # 2026-12-02: one more machine (a one-GPU lease), a reading at the start and the end of each ab call,
+    # beside the healthy boots' decode tok/s of the same call
+    today = parse.files("2026-12-02-ab-x1-*/yardstick-gpu0-*.txt")
+    rows = []
+    for run_dir in sorted({r.split("/")[0] for r in today}):
+        ys = [json.loads(parse.read(r)) for r in sorted((r for r in today if r.startswith(run_dir + "/")),
+                                                          key=lambda r: "end" in r)]  # start, then end
+        runs = [parse.ab_run(parse.read(r)) for r in parse.files(f"{run_dir}/ab-*.txt")]
+        healthy = [x for run, rel in zip(runs, parse.files(f"{run_dir}/ab-*.txt"), strict=True)
+                   for x in run.medians["base"] + (run.medians["head"] if "ab-same" in rel else [])]
+        rows.append([run_dir, " ".join(f"{y['score']:.2f}" for y in ys), " ".join(f"{y['gemv_us']:.2f}" for y in ys),
+                     " ".join(f"{y['roundtrip_p50_us']:.1f}" for y in ys),
+                     f"{statistics.fmean(healthy):.1f}" if healthy else "-"])
+    return Finding(PARTIAL, f"2 machines: the x2 host, {len(scores)} standalone readings, scores "
+                   f"{span(scores, '{:.2f}')} ({pct(spread, sign=False)} apart); a one-GPU lease of 2026-12-02, "
+                   f"{len(today)} readings around its ab calls (table); 6 are needed", rels + today,
+                   table(["call", "scores (start, end)", "GEMV µs", "round trip p50 µs",
+                          "healthy decode tok/s (boots' mean)"], rows))
 
 
 @claim("allreduce-gpu", "`specwatch allreduce` on the GPUs (NVLink and sockets)",
