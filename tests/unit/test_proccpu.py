@@ -1,24 +1,47 @@
-"""The CPU time of a process tree (signals.proccpu), read from this test's own process."""
+"""The CPU time of a process tree (signals.proccpu), read from a tree this test starts: a sleeping parent
+whose child burns CPU, then sleeps (the test's own process could have other children under xdist)."""
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 import time
 
 from specwatch.signals.proccpu import tree_cpu_seconds
 
+#: a parent that sleeps while its child burns 0.4 s of CPU and then sleeps, printing "done" when it has
+TREE = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", '''
+import time
+end = time.process_time() + 0.4
+while time.process_time() < end:
+    pass
+print("done", flush=True)
+time.sleep(60)
+'''])
+child.wait()
+"""
 
-def test_a_process_trees_cpu_time_grows_with_the_work_it_does_and_not_while_it_sleeps() -> None:
-    before = tree_cpu_seconds(os.getpid())
-    assert before is not None and before > 0
-    end = time.process_time() + 0.2
-    while time.process_time() < end:  # burn 0.2 s of CPU
-        pass
-    busy = tree_cpu_seconds(os.getpid())
-    assert busy is not None and busy - before >= 0.15
-    time.sleep(0.3)
-    slept = tree_cpu_seconds(os.getpid())
-    assert slept is not None and slept - busy < 0.1
+
+def test_a_process_trees_cpu_time_counts_its_childrens_work_and_not_their_sleep() -> None:
+    tree = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    try:
+        start = tree_cpu_seconds(tree.pid)
+        assert start is not None
+        assert tree.stdout is not None and tree.stdout.readline().strip() == "done"  # the child's burn is over
+        burnt = tree_cpu_seconds(tree.pid)
+        assert burnt is not None and burnt - start >= 0.3  # the child's work, though the parent slept
+        time.sleep(0.3)
+        slept = tree_cpu_seconds(tree.pid)
+        assert slept is not None and slept - burnt < 0.05  # both asleep
+    finally:
+        import psutil
+
+        for proc in psutil.Process(tree.pid).children(recursive=True):
+            proc.kill()
+        tree.kill()
+        tree.wait()
 
 
 def test_no_pid_or_a_gone_process_reads_none() -> None:

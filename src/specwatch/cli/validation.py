@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,7 +77,7 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
             continue
         checked += 1
         judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, spread)
-        known = sorted({m for m in ks.machines if ks.machines.count(m) >= MIN_SESSIONS})
+        known = [m for m, n in Counter(ks.machines).items() if n >= MIN_SESSIONS]
         rows_are = (f"each row is judged against the other sessions of its own machine where that machine has "
                     f"{MIN_SESSIONS} or more ({len(known)} machine(s) here), else as a run on a new machine; "
                     if known else "each row is judged as a run on a new machine; ")
