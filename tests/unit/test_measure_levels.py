@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -55,15 +56,23 @@ def test_a_closed_loop_level_keeps_concurrency_in_flight() -> None:
 
 
 def test_a_request_rate_level_sends_at_its_poisson_arrival_times(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each send waits until run start + its arrival time (asked of asyncio.sleep; no timing asserted)."""
+    """Each send waits until run start + its arrival time (asked of asyncio.sleep; no timing asserted).
+
+    The run reads a virtual clock that ticks 1 us per read, so a loaded machine that starts the sends
+    late cannot clamp their waits to zero (as a real clock on a busy 2-core CI host once did)."""
     wl = resolve("request-rate-20", {"output_len": 4})
     client = FakeClient()
     targets: list[float] = []
+    reads = iter(range(10**9))
+
+    def clock() -> float:
+        return next(reads) * 1e-6
 
     async def sleep(seconds: float) -> None:
-        targets.append(time.perf_counter() + seconds)
+        targets.append(clock() + seconds)
         await REAL_SLEEP(0)
 
+    monkeypatch.setattr(measure_mod, "time", SimpleNamespace(perf_counter=clock))
     monkeypatch.setattr(measure_mod.asyncio, "sleep", sleep)
     asyncio.run(measure_mod._one_run(client, wl.requests()[: wl.run_size], wl))  # type: ignore[arg-type]
     assert len(client.sent) == wl.run_size == 80
