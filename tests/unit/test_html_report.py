@@ -98,10 +98,11 @@ def _check_site(index: Path) -> dict[Path, Page]:
 
 
 def _history(target: str) -> None:
-    """A step down at run 5 on h200x1, an interrupted run last, a hostile key, and another class."""
+    """A step down at run 5 on h200x1 (host0, then host1 from run 8), an interrupted run last, a hostile key,
+    and another class."""
     with open_history(target) as h:
         for i, v in enumerate([*STEP, 40.0]):
-            rs = ResultSet(machine={"machine_class": "h200x1", "host_id": f"host{i % 2}", "engine": "sglang",
+            rs = ResultSet(machine={"machine_class": "h200x1", "host_id": f"host{i // 7}", "engine": "sglang",
                                     "engine_version": "0.5.23", "gpu_model": "NVIDIA H200", "gpu_count": 1},
                            commit=f"{i:04d}deadbeef", created=f"2026-11-{i + 1:02d}T00:00:00+00:00")
             extra = {"partial": "interrupted"} if i == 12 else {}
@@ -218,3 +219,27 @@ def test_the_report_of_the_committed_gpu_data_builds(tmp_path: Path, capsys: pyt
 def _series_lengths(db: Path) -> list[list[int]]:
     with open_history(db, readonly=True) as h:
         return [[p.run_id for p in h.series(k)] for k in h.keys()]  # noqa: SIM118 (a history, not a dict)
+
+
+def test_a_fleet_history_is_judged_per_machine(tmp_path: Path) -> None:
+    """Two hosts 6% apart, runs alternating: a run 5% below its own host's runs is a regression (judged as
+    one on that host), and runs at each host's own level are not, though the two levels are 6% apart."""
+    db = tmp_path / "h.sqlite"
+    levels = [("hostA", 100.0), ("hostB", 106.0)] * 5 + [("hostA", 95.0), ("hostB", 106.1), ("hostA", 100.1)]
+    with open_history(str(db)) as h:
+        for i, (host, v) in enumerate(levels):
+            rs = ResultSet(machine={"machine_class": "h200x1", "host_id": host}, commit=f"{i:04d}cafe",
+                           created=f"2026-11-{i + 1:02d}T00:00:00+00:00")
+            wobble = 0.1 * ((i * 7) % 5 - 2)  # a boot-to-boot spread of about 0.15%
+            rs.add(Result.make("eagle3-tuned", "single-stream", "output_tok_s", unit="tok/s", higher_is_better=True,
+                               samples=[v + wobble - 0.2, v + wobble, v + wobble + 0.1, v + wobble + 0.2]))
+            h.append(rs)
+    assert main(["report", "--html", str(tmp_path / "site"), "--history", str(db)]) == EXIT_OK
+    key = "eagle3-tuned/single-stream/output_tok_s"
+    page = (tmp_path / "site" / page_names([key])[key]).read_text()
+    rows = re.findall(r"<tr>(.*?)</tr>", page.split("<h3>Runs</h3>")[1])
+    verdict = {c[2]: c[-1] for c in (re.findall(r"<td[^>]*>(.*?)</td>", r) for r in rows) if c}
+    assert verdict["0010cafe"] == "regression"  # 95 against hostA's 100
+    assert verdict["0011cafe"] != "regression" and verdict["0012cafe"] != "regression"  # each at its host's level
+    assert [v for k, v in verdict.items() if k < "0010cafe"].count("regression") == 0
+    assert "sessions of 2 machine(s) predict" in page  # each verdict says it was judged with the machine term

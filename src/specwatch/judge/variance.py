@@ -266,7 +266,8 @@ def pivot_scales(comp: Components, extra: float = 0.0, draws: int = PIVOT_DRAWS)
     sizes = np.array([c for _, c in comp.machine_means.values()], dtype=float)
     r_w = comp.sigma_within**2 * df_w / _grid(df_w, draws, 1)
     r_m = np.maximum(0.0, (comp.msb * (g - 1) / _grid(g - 1, draws, 0) - r_w) / comp.n0)
-    r_centre = 1.0 / (1.0 / (r_m[:, None] + r_w[:, None] / sizes[None, :])).sum(axis=1)
+    with np.errstate(divide="ignore"):  # sessions without spread (copies): a centre variance of 0, not a warning
+        r_centre = 1.0 / (1.0 / (r_m[:, None] + r_w[:, None] / sizes[None, :])).sum(axis=1)
     return np.sqrt(r_m + r_w + r_centre + extra)
 
 

@@ -8,7 +8,9 @@ the folder (GitHub Pages: docs/ci/github-pages-report.yml).
 
 Change points are those of ``specwatch history changes`` (partial runs left out). A run's verdict
 is what the drift gate would say of it against the ``window`` complete runs before it, taken as a
-baseline of that many sessions (:func:`specwatch.judge.compare.drift`). Every text is escaped.
+baseline of that many sessions, each naming the machine it ran on (host, GPU identity), as baseline
+sessions do: a fleet's history is judged with its machine term, not as one machine's
+(:func:`specwatch.judge.compare.drift`). Every text is escaped.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from typing import Any
 from specwatch import __version__
 from specwatch.errors import UsageError
 from specwatch.judge import changepoint, compare
+from specwatch.judge.variance import MachineSession
 from specwatch.store.history_base import HistoryStore, SeriesPoint
+from specwatch.store.machine import run_machine
 from specwatch.store.result import utc_now
 
 #: verdicts shown in red / green
@@ -73,26 +77,31 @@ def _complete(p: SeriesPoint) -> bool:
 
 
 def _verdicts(rows: list[RunRow], *, window: int, tolerance: float, alpha: float) -> None:
-    """Each complete run judged against the ``window`` complete runs before it, as the drift gate would."""
-    before: list[tuple[float, ...]] = []
+    """Each complete run judged as the drift gate would, against the ``window`` complete runs before it and
+    the ``window`` before it on its own machine: each a session of the machine it ran on, so that the run is
+    judged as one on its machine once that holds enough of them, else as one on a new machine."""
+    before: list[MachineSession] = []
     for row in rows:
         p = row.point
         if not _complete(p):
             row.verdict = "partial" if p.partial else "no samples"
             row.message = p.partial or "this run has no samples of the metric"
             continue
+        machine = run_machine(row.machine, p.commit, p.time)
         if before:
-            sessions = [list(s) for s in before[-window:]]
+            own = [s for s in before if s.machine == machine][-window:]
+            keep = {id(s) for s in (*before[-window:], *own)}
+            sessions = [s for s in before if id(s) in keep]
             try:
                 cmp, _ = compare.drift(list(p.samples), [x for s in sessions for x in s],
                                        higher_is_better=p.higher_is_better, requested=tolerance, alpha=alpha,
-                                       sessions=sessions)
+                                       sessions=sessions, machine=machine)
                 row.verdict, row.message = cmp.verdict.value, cmp.message
             except UsageError as exc:  # e.g. a metric that can be 0, which a ratio cannot judge
                 row.verdict, row.message = "not judged", str(exc)
         else:
             row.verdict, row.message = "first", "the first complete run: nothing before it to compare with"
-        before.append(p.samples)
+        before.append(MachineSession(p.samples, machine))
 
 
 def build_sections(history: HistoryStore, *, machine_class: str | None = None, alpha: float = 0.01,
