@@ -295,9 +295,10 @@ def explain(comparison: GreedyComparison, lossless: Mapping[str, bool | None]) -
 
 def accept_drift(current: Sequence[float], reference: Sequence[float], *, alpha: float = compare.DEFAULT_ALPHA,
                  sessions: Sequence[Sequence[float]] | None = None,
-                 class_spread: tuple[float, str] | None = None,
+                 class_spread: tuple[float, str] | None = None, machine: str | None = None,
                  requested: float = ACCEPT_TOLERANCE) -> tuple[compare.Comparison, compare.DriftBasis]:
     """The aggregate accept length's drift verdict: throughput's machinery (:func:`compare.drift`),
-    higher is better, at :data:`ACCEPT_TOLERANCE` until the recorded sessions measure its own spread."""
+    higher is better, at :data:`ACCEPT_TOLERANCE` until the recorded sessions measure its own spread;
+    ``machine``: the run's own, labelled as the sessions are (judged as one on it when they hold enough)."""
     return compare.drift(current, reference, higher_is_better=True, requested=requested, alpha=alpha,
-                         sessions=sessions, class_spread=class_spread)
+                         sessions=sessions, class_spread=class_spread, machine=machine)

@@ -146,7 +146,7 @@ def accept_length_vs_baseline(session: Session, profile: str) -> Verdict:
         lines.append(f"aggregate ({SINGLE}): {ref2}")
     else:
         cmp2, basis = spechealth.accept_drift(xs, ref2.samples, alpha=session.config.alpha,
-                                              sessions=ref2.sessions or None,
+                                              sessions=ref2.sessions or None, machine=ref2.machine,
                                               class_spread=session.class_spread(SINGLE, specread.ACCEPT))
         drifted = cmp2.is_regression
         lines += [f"aggregate ({SINGLE}; {source}) vs {ref2.source}: {cmp2.message}", f"  {basis.note}"]
@@ -183,7 +183,7 @@ def _drift(session: Session, profile: str, workload: str, metric: str, xs: list[
     if isinstance(ref, str):
         return None, f"{metric}: {ref}"
     cmp, basis = compare.drift(xs, ref.samples, higher_is_better=False, requested=tolerance,
-                               alpha=session.config.alpha, sessions=ref.sessions or None,
+                               alpha=session.config.alpha, sessions=ref.sessions or None, machine=ref.machine,
                                class_spread=session.class_spread(workload, metric))
     return cmp, f"{metric} vs {ref.source}: {cmp.message}\n  {basis.note}"
 
