@@ -411,6 +411,15 @@ def yardstick(p: Plan) -> None:
     p.stages = [[_yardsticks(p)]]
 
 
+def fresh_x1(p: Plan) -> None:
+    """A machine the baselines never saw, as a user's run next week: yardstick, drift, yardstick."""
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", f"drift and {p.s['server']}"]
+    gpu = p.gpus()[0]
+    p.stages = [[[Step(f"yardstick-gpu{gpu}-start", [p.py, "-m", "specwatch.load.yardstick", "--json"], 60, gpu)]],
+                [[p.pytest("fresh-drift", 120, *k, f"--specwatch-profiles={p.profile(p.s['profile'])}", gpu=gpu)]],
+                [[Step(f"yardstick-gpu{gpu}-end", [p.py, "-m", "specwatch.load.yardstick", "--json"], 60, gpu)]]]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -461,6 +470,8 @@ SCENARIOS = {s.name: s for s in (
     Scenario("steps-large", "the engine's step benchmark of ref-large (graphed/eager decode and verify)",
              "gpu_session3a.sh (session 3)", steps_large),
     Scenario("yardstick", "the machine yardstick on each GPU", "gpu_s7a.sh, gpu_s7b.sh (session 7)", yardstick),
+    Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
+             "yardstick", "(new: the user's next-week run)", fresh_x1),
 )}
 
 

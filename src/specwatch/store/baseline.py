@@ -275,12 +275,14 @@ class Baseline:
         return "\n".join(out)
 
     def resolution_notes(self, requested: float, alpha: float = 0.01) -> list[str]:
-        """A line per throughput metric whose sessions are too spread for the ``requested`` tolerance."""
+        """A line per throughput metric whose sessions are too spread for the ``requested`` tolerance, each
+        session labelled with its machine as the drift gate labels them (a run on a new machine when they
+        come from several)."""
         from specwatch.judge.compare import MIN_SESSIONS, drift_basis
 
         notes = []
         for name, m in sorted(self.metrics.items()):
-            sessions = [s["samples"] for s in m.sessions if s.get("samples")]
+            sessions = [MachineSession(s["samples"], session_machine(s)) for s in m.sessions if s.get("samples")]
             if not name.endswith("tok_s") or len(sessions) < MIN_SESSIONS:
                 continue
             basis = drift_basis(requested, sessions, None, alpha)
