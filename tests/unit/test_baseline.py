@@ -250,6 +250,16 @@ def test_sessions_remember_their_machine_and_a_machine_with_enough_sessions_is_j
     assert compare(slowed, every[0], tolerance=0.05, reference_sessions=every[1]).verdict is not DriftVerdict.REGRESSION
 
 
+def test_the_too_noisy_note_names_the_machine_term_of_sessions_from_several_machines(tmp_path: Path) -> None:
+    """``baseline update``'s warning: sessions of two machines 5% apart are one baseline with a machine term
+    (as the drift gate judges them), not one machine whose boots wander by 5%."""
+    store = BaselineStore(tmp_path)
+    for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 210.0)] * 3):
+        base = _host_session(store, host, center + 0.3 * i, i)
+    (note,) = [n for n in base.resolution_notes(0.01) if "decode_tok_s" in n]
+    assert "over 2 machines" in note and "a new machine" in note and "every session from one machine" not in note
+
+
 def test_cli_compare_uses_the_results_machine_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from specwatch.cli import main
     from specwatch.errors import EXIT_REGRESSION
