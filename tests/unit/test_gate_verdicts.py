@@ -20,7 +20,7 @@ def _decode(accept: float | None, running: int) -> DecodeRecord:
 
 def _measurement(windows: list[DecodeRecord], metas: list[dict]) -> Measurement:
     gens = [Generation([1] * 8, "", meta, e2e_s=0.1, ttft_s=0.01, chunk_gaps_s=[0.004, 0.006]) for meta in metas]
-    run = RunSample(output_tok_s=80.0, decode_tok_s=70.0, ttft_ms=10.0, itl_ms=5.0, e2e_s=0.1, completion_tokens=8,
+    run = RunSample(output_tok_s=80.0, decode_tok_s=70.0, ttft_ms=10.0, mean_itl_ms=5.0, e2e_s=0.1, completion_tokens=8,
                     client_overhead=0.001, generations=gens)
     return Measurement(profile="spec", workload=Workload("single-stream", runs=1), runs=[run], metrics_delta=None,
                        metrics_after=None, server_info_before={}, server_info_after={}, log_records=list(windows),

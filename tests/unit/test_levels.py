@@ -69,7 +69,7 @@ def _run(tok_s: float, ttft_ms: float, accept: float | None = None) -> RunSample
     serving |= {"output_throughput": tok_s, "request_throughput": tok_s / 16}
     if accept is not None:
         serving["accept_length"] = accept
-    return RunSample(output_tok_s=tok_s, decode_tok_s=tok_s, ttft_ms=ttft_ms, itl_ms=1.0, e2e_s=1.0,
+    return RunSample(output_tok_s=tok_s, decode_tok_s=tok_s, ttft_ms=ttft_ms, mean_itl_ms=1.0, e2e_s=1.0,
                      completion_tokens=16, client_overhead=0.001, serving=serving)
 
 
@@ -184,5 +184,5 @@ def test_single_stream_results_keep_their_keys() -> None:
     m = Measurement(profile="a", workload=resolve("single-stream"), runs=[_run(100.0, 5.0)], metrics_delta=None,
                     metrics_after=None, server_info_before={}, server_info_after={}, log_records=[], wall_s=1.0)
     rs = results_of({("a", "single-stream"): m}, {}, None)
-    assert sorted(r.metric for r in rs.results) == ["decode_tok_s", "e2e_s", "itl_ms", "output_tok_s", "ttft_ms"]
+    assert sorted(r.metric for r in rs.results) == ["decode_tok_s", "e2e_s", "mean_itl_ms", "output_tok_s", "ttft_ms"]
     assert set(rs.results[0].extra) == {"client_overhead", "shared_host", "runs", "concurrency", "max_new_tokens"}

@@ -10,7 +10,7 @@ from specwatch.load.workload import Workload
 
 
 def _m(profile: str, tok_s: list[float]) -> Measurement:
-    runs = [RunSample(output_tok_s=x, decode_tok_s=x * 1.1, ttft_ms=9.0, itl_ms=1.0, e2e_s=0.2,
+    runs = [RunSample(output_tok_s=x, decode_tok_s=x * 1.1, ttft_ms=9.0, mean_itl_ms=1.0, e2e_s=0.2,
                       completion_tokens=128, client_overhead=0.001) for x in tok_s]
     return Measurement(profile=profile, workload=Workload("single-stream", runs=len(runs)), runs=runs,
                        metrics_delta=None, metrics_after=None, server_info_before={}, server_info_after={"a": 1},
@@ -72,7 +72,7 @@ def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: 
 
     async def fake_run(client: FakeClient, prompts: list[str], wl: Workload) -> RunSample:
         order.append(client.url)
-        return RunSample(output_tok_s=100.0, decode_tok_s=110.0, ttft_ms=1.0, itl_ms=1.0, e2e_s=0.1,
+        return RunSample(output_tok_s=100.0, decode_tok_s=110.0, ttft_ms=1.0, mean_itl_ms=1.0, e2e_s=0.1,
                          completion_tokens=8, client_overhead=0.0)
 
     class FakeServer:

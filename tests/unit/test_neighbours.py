@@ -105,7 +105,7 @@ def test_a_measurement_records_what_shared_the_host(monkeypatch: pytest.MonkeyPa
             return 0
 
     async def one_run(*args: object) -> RunSample:
-        return RunSample(output_tok_s=100.0, decode_tok_s=110.0, ttft_ms=1.0, itl_ms=1.0, e2e_s=0.1,
+        return RunSample(output_tok_s=100.0, decode_tok_s=110.0, ttft_ms=1.0, mean_itl_ms=1.0, e2e_s=0.1,
                          completion_tokens=8, client_overhead=0.0)
 
     seen = iter([["SGLang server (pid 4061)"], ["SGLang server (pid 4061)", "GPU process python (pid 77, 30 MiB)"]])

@@ -91,7 +91,7 @@ def test_only_nccl_variables_at_one_rank_are_unread() -> None:
 
 
 def _measurement(profile: str, boots: list[list[float]]) -> Measurement:
-    runs = [RunSample(output_tok_s=x, decode_tok_s=x, ttft_ms=5.0, itl_ms=1.0, e2e_s=1.0, completion_tokens=32,
+    runs = [RunSample(output_tok_s=x, decode_tok_s=x, ttft_ms=5.0, mean_itl_ms=1.0, e2e_s=1.0, completion_tokens=32,
                       client_overhead=0.001) for boot in boots for x in boot]
     return Measurement(profile=profile, workload=Workload("single-stream", runs=len(runs)), runs=runs,
                        metrics_delta=None, metrics_after=None, server_info_before={}, server_info_after={},

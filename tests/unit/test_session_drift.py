@@ -301,7 +301,7 @@ def _gate_session(tmp_path: Path, recorded: list[tuple[str | None, list[str] | N
                       _profiles=parse_profiles({"server": [{"name": "a"}]}))
     session._fingerprint = {"machine_class": "h200x1", "gpu_model": "NVIDIA H200", "host_id": host_id(run_gpus),
                             "gpu_identity": gpu_identity(run_gpus, [(None, None)] * len(run_gpus), gpus=len(run_gpus))}
-    runs = [RunSample(output_tok_s=x, decode_tok_s=x, ttft_ms=10.0, itl_ms=5.0, e2e_s=0.1, completion_tokens=64,
+    runs = [RunSample(output_tok_s=x, decode_tok_s=x, ttft_ms=10.0, mean_itl_ms=5.0, e2e_s=0.1, completion_tokens=64,
                       client_overhead=0.0) for x in run]
     session.measurements[("a", "single-stream")] = Measurement(
         profile="a", workload=Workload("single-stream", runs=len(run), max_new_tokens=64), runs=runs,

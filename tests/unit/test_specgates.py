@@ -57,7 +57,7 @@ def _measurement(profile: str, wl: Workload, gens: list[list[Generation]], recor
         if (est := speculative.from_requests([x.meta_info for x in g])) is not None:
             serving["accept_length"] = est.value
         decode = sum(x.decode_tok_s for x in g) / len(g)
-        runs.append(RunSample(output_tok_s=decode, decode_tok_s=decode, ttft_ms=20.0, itl_ms=5.0, e2e_s=0.1,
+        runs.append(RunSample(output_tok_s=decode, decode_tok_s=decode, ttft_ms=20.0, mean_itl_ms=5.0, e2e_s=0.1,
                               completion_tokens=sum(x.completion_tokens for x in g), client_overhead=0.001,
                               generations=g, serving=serving,
                               server_cpu_s=None if cpu_per is None else cpu_per * sum(

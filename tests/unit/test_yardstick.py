@@ -292,7 +292,7 @@ def test_the_drift_gate_reads_the_run_and_the_baseline_sessions_yardsticks(tmp_p
                 output_tok_s=x,
                 decode_tok_s=x,
                 ttft_ms=10.0,
-                itl_ms=5.0,
+                mean_itl_ms=5.0,
                 e2e_s=0.1,
                 completion_tokens=64,
                 client_overhead=0.0,

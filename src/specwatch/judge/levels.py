@@ -13,7 +13,7 @@ zero, one at a few steps. Its median then sits on either mode (0.006 ms against 
 on a real SGLang 0.5.23 server) and is no per-token latency. :func:`burst_share` finds such gaps;
 :func:`serving_metrics` leaves out (NaN) each ITL percentile that falls among them, and
 :func:`itl_note` says so. The mean ITL (total decode time over tokens) and TPOT do not depend on how
-the tokens were grouped: :func:`mean_itl` is what the single-stream ``itl_ms`` reports.
+the tokens were grouped: :func:`mean_itl` is what the single-stream ``mean_itl_ms`` reports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run a workload against a server and collect samples plus the server's own counters.
 
-Per run: output tok/s, TTFT, inter-token latency (``itl_ms``: the mean, which tokens streamed in
+Per run: output tok/s, TTFT, inter-token latency (``mean_itl_ms``: the mean, which tokens streamed in
 bursts leave unchanged; their median is no per-token latency, see :mod:`specwatch.judge.levels`) and
 end-to-end latency, measured at the client, and ``sglang.bench_serving``'s metrics of the run
 (:data:`specwatch.judge.levels.LEVEL_METRICS`: throughputs, median/p90/p99 of TTFT, ITL, TPOT and e2e
@@ -41,7 +41,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "output_tok_s": ("tok/s", True),
     "decode_tok_s": ("tok/s", True),
     "ttft_ms": ("ms", False),
-    "itl_ms": ("ms", False),  # the mean inter-token latency (bench_serving's mean_itl_ms), not the median
+    "mean_itl_ms": ("ms", False),  # the mean inter-token latency (bench_serving's mean_itl_ms), not the median
     "e2e_s": ("s", False),
 }
 
@@ -53,7 +53,7 @@ class RunSample:
     output_tok_s: float  # all completion tokens over the run's wall time (TTFT included)
     decode_tok_s: float  # tokens after the first over the time after the first (what speculation changes)
     ttft_ms: float
-    itl_ms: float  # the mean per-token gap (a bursty stream's median sits on its near-zero mode)
+    mean_itl_ms: float  # the mean per-token gap (a bursty stream's median sits on its near-zero mode)
     e2e_s: float
     completion_tokens: int
     client_overhead: float  # fraction of the run's time the client spent parsing
@@ -150,7 +150,7 @@ async def _one_run(client: Client, requests: list[Request], wl: Workload) -> Run
         output_tok_s=tokens / wall if wall > 0 else 0.0,
         decode_tok_s=sum(g.decode_tok_s for g in gens),  # concurrent requests decode side by side
         ttft_ms=1000 * statistics.median(g.ttft_s for g in gens),
-        itl_ms=1000 * mean_itl(itls) if itls else 0.0,
+        mean_itl_ms=1000 * mean_itl(itls) if itls else 0.0,
         e2e_s=max(g.e2e_s for g in gens),
         completion_tokens=tokens,
         client_overhead=max(g.client_s / g.e2e_s for g in gens if g.e2e_s > 0),
