@@ -322,7 +322,7 @@ def write_site(history: HistoryStore, out_dir: str | os.PathLike[str], *, machin
     about = (f'<p class="meta">From the history {escape(history.where)}, built {escape(utc_now())} by specwatch '
              f"{escape(__version__)}. Change points: {escape(test)} at alpha {alpha:g}, partial runs left out. "
              f"A run's verdict: the drift gate's (tolerance {tolerance:.0%}) against the {window} complete runs "
-             "before it as a baseline of that many sessions.</p>")
+             f"before it and the {window} before it on its machine, each a session of the machine it ran on.</p>")
     for key, secs in by_key.items():
         body = [about, '<p>Machine classes: ' + ", ".join(
             f'<a href="#mc-{i}">{escape(s.machine_class or "unknown")}</a>' for i, s in enumerate(secs)) + "</p>"]
