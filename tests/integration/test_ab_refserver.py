@@ -55,6 +55,7 @@ def server_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[st
 
 def _ab(repo: Path, base: str, head: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     """ab with the machine class's defaults: rounds, looks, tolerance, metrics, alpha, round history."""
+    tmp.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "specwatch.cli", "ab", "--repo", str(repo), "--base", base, "--head", head,
            "--workdir", str(ROOT), "--memo", str(tmp / "memo"), "--step-timeout", "300", "--",
            "-m", "perf", str(ROOT / "tests" / "perf" / "test_throughput.py"), "-k", "drift and output",
@@ -82,8 +83,14 @@ def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Pat
     # spread of a class without history (15 %): a shared 2-core CI machine's rounds disagree by
     # 5-17 %, so 2-4 rounds rule it out, far inside the slowdown the other test must find.
     repo, (base, _) = server_repo
-    out = _ab(repo, base, base, tmp_path)
+    out = _ab(repo, base, base, tmp_path / "try-1")
     assert out.returncode != 1, out.stdout[-4000:] + out.stderr[-2000:]  # never a false alarm
+    if out.returncode == 3:
+        # exit 3 is "re-run" in the CI templates (docs/ci/github-ab.yml), and a user re-runs: CI's other
+        # xdist workers once read this A/A unsure at rounds of -18% -19% -31% +7% (spread 18%, inside the
+        # skip below). One re-run, with a fresh memo, as that job would; it too must never be a false alarm.
+        out = _ab(repo, base, base, tmp_path / "try-2")
+        assert out.returncode != 1, out.stdout[-4000:] + out.stderr[-2000:]
     spreads = [float(x) for x in re.findall(r"round-to-round spread (\d+(?:\.\d+)?)%", out.stdout)]
     if out.returncode == 3 and ("the run is noisier than its record" in out.stdout
                                 or (spreads and max(spreads) > 2 * 15.0)):
