@@ -415,9 +415,9 @@ def fresh_x1(p: Plan) -> None:
     """A machine the baselines never saw, as a user's run next week: yardstick, drift, yardstick."""
     k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", f"drift and {p.s['server']}"]
     gpu = p.gpus()[0]
-    p.stages = [[[Step(f"yardstick-gpu{gpu}-start", [p.py, "-m", "specwatch.load.yardstick", "--json"], 60, gpu)]],
+    p.stages = [[_yardsticks(p, "-start")[:1]],
                 [[p.pytest("fresh-drift", 120, *k, f"--specwatch-profiles={p.profile(p.s['profile'])}", gpu=gpu)]],
-                [[Step(f"yardstick-gpu{gpu}-end", [p.py, "-m", "specwatch.load.yardstick", "--json"], 60, gpu)]]]
+                [_yardsticks(p, "-end")[:1]]]
 
 
 @dataclass(frozen=True)

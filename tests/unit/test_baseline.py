@@ -252,10 +252,14 @@ def test_sessions_remember_their_machine_and_a_machine_with_enough_sessions_is_j
 
 def test_the_too_noisy_note_names_the_machine_term_of_sessions_from_several_machines(tmp_path: Path) -> None:
     """``baseline update``'s warning: sessions of two machines 5% apart are one baseline with a machine term
-    (as the drift gate judges them), not one machine whose boots wander by 5%."""
+    (as the drift gate judges them), not one machine whose boots wander by 5%; it speaks for the machine
+    just recorded: as a new one while it holds under 3 sessions, then as itself."""
     store = BaselineStore(tmp_path)
-    for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 210.0)] * 3):
-        base = _host_session(store, host, center + 0.3 * i, i)
+    for i, (host, center) in enumerate([("aaaa", 200.0), ("bbbb", 210.0), ("aaaa", 200.3), ("aaaa", 200.6)]):
+        base = _host_session(store, host, center, i)
+    (note,) = [n for n in base.resolution_notes(0.001) if "decode_tok_s" in n]
+    assert "over 2 machines" in note and "judged as a run on it" in note  # aaaa: 3 sessions, just recorded
+    base = _host_session(store, "bbbb", 210.3, 4)
     (note,) = [n for n in base.resolution_notes(0.01) if "decode_tok_s" in n]
     assert "over 2 machines" in note and "a new machine" in note and "every session from one machine" not in note
 

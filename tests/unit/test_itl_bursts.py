@@ -1,9 +1,9 @@
 """A stream that delivers tokens in bursts has a bimodal ITL: its median is no per-token latency.
 
-A real SGLang 0.5.23 server behind a busy client read a median ``mean_itl_ms`` of 0.006 ms against 3-12 ms
+A real SGLang 0.5.23 server behind a busy client read a median ``itl_ms`` of 0.006 ms against 3-12 ms
 per token in its own Decode lines (several streamed chunks arrive in one read), and ``compare``
-called the -99.8% an improvement (issue 24). ``mean_itl_ms`` is now the mean ITL (bench_serving's
-``mean_itl_ms``: decode time over tokens, whatever the grouping), a bimodal distribution is said to be
+called the -99.8% an improvement (issue 24). The single-stream key is now ``mean_itl_ms``, the mean ITL
+(bench_serving's name: decode time over tokens, whatever the grouping), a bimodal distribution is said to be
 one, and its percentiles that fall among the burst gaps are left out of the results.
 """
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from specwatch.judge import cyclecost, speculative
+from specwatch.judge import compare, cyclecost, speculative
 from specwatch.load.client import Generation
 from specwatch.load.measure import Measurement, RunSample
 from specwatch.load.workload import Workload
@@ -82,7 +82,7 @@ def _base(step_s: float = 0.005, load: float = 1.0, cpu_s: float | None = None) 
     return {("base", "single-stream"): _measurement("base", SINGLE, gens, _lines(None, step_s, load=load), cpu_s)}
 
 
-def _session(measurements: dict, recorded: ResultSet | None, **config: Any) -> Session:
+def _session(measurements: dict, recorded: ResultSet | None, machine: str | None = None, **config: Any) -> Session:
     profiles = parse_profiles({"server": [{"name": "base"}, {"name": "spec", "speculative": {"algorithm": "EAGLE3"}}],
                                "fixtures": {"baseline": "base", "spec": "spec"}, "defaults": {"tolerance": 0.2}})
     session = Session(Config(**config), progress=lambda m: None, _profiles=profiles)
@@ -92,7 +92,7 @@ def _session(measurements: dict, recorded: ResultSet | None, **config: Any) -> S
         got = recorded.get(f"{profile}/{workload}/{metric}") if recorded is not None else None
         if got is None:
             return f"no baseline for {profile}/{workload}/{metric}"
-        return Reference(list(got.samples), "baseline test.json", [], dict(got.extra))
+        return Reference(list(got.samples), "baseline test.json", [], dict(got.extra), machine=machine)
 
     session.reference_samples = reference  # type: ignore[method-assign]
     session.class_spread = lambda workload, metric: None  # type: ignore[method-assign]
@@ -231,3 +231,21 @@ def test_a_server_that_reports_no_accept_length_skips_even_when_baselines_are_re
     verdict = specgates.accept_length_vs_baseline(session, "spec")
     assert verdict.skipped and "reports no accept length" in verdict.reason
     assert specgates.cycle_cost_vs_baseline(session, "spec").skipped
+
+
+def test_both_gates_judge_the_run_on_the_machine_its_reference_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The accept-length and cycle-cost drifts pass the run's own machine to the drift verdict, as the
+    throughput gate does, so a baseline of several machines judges it on its own when it holds enough."""
+    rs = _recorded()
+    asked: list[str | None] = []
+    real = compare.drift
+
+    def drift(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("machine"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compare, "drift", drift)
+    session = _session({**_spec(), **_base()}, rs, machine="host:m1")
+    assert specgates.accept_length_vs_baseline(session, "spec").passed
+    assert specgates.cycle_cost_vs_baseline(session, "spec").passed
+    assert len(asked) >= 2 and set(asked) == {"host:m1"}

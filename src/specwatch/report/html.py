@@ -81,6 +81,7 @@ def _verdicts(rows: list[RunRow], *, window: int, tolerance: float, alpha: float
     the ``window`` before it on its own machine: each a session of the machine it ran on, so that the run is
     judged as one on its machine once that holds enough of them, else as one on a new machine."""
     before: list[MachineSession] = []
+    by_machine: dict[str, list[MachineSession]] = {}
     for row in rows:
         p = row.point
         if not _complete(p):
@@ -89,9 +90,8 @@ def _verdicts(rows: list[RunRow], *, window: int, tolerance: float, alpha: float
             continue
         machine = run_machine(row.machine, p.commit, p.time)
         if before:
-            own = [s for s in before if s.machine == machine][-window:]
-            keep = {id(s) for s in (*before[-window:], *own)}
-            sessions = [s for s in before if id(s) in keep]
+            recent = before[-window:]
+            sessions = [s for s in by_machine.get(machine, [])[-window:] if all(s is not r for r in recent)] + recent
             try:
                 cmp, _ = compare.drift(list(p.samples), [x for s in sessions for x in s],
                                        higher_is_better=p.higher_is_better, requested=tolerance, alpha=alpha,
@@ -102,6 +102,7 @@ def _verdicts(rows: list[RunRow], *, window: int, tolerance: float, alpha: float
         else:
             row.verdict, row.message = "first", "the first complete run: nothing before it to compare with"
         before.append(MachineSession(p.samples, machine))
+        by_machine.setdefault(machine, []).append(before[-1])
 
 
 def build_sections(history: HistoryStore, *, machine_class: str | None = None, alpha: float = 0.01,

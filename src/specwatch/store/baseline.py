@@ -276,8 +276,8 @@ class Baseline:
 
     def resolution_notes(self, requested: float, alpha: float = 0.01) -> list[str]:
         """A line per throughput metric whose sessions are too spread for the ``requested`` tolerance, each
-        session labelled with its machine as the drift gate labels them (a run on a new machine when they
-        come from several)."""
+        session labelled with its machine as the drift gate labels them, judged for a run on the machine of
+        the latest session (the one just recorded): on it when it holds enough sessions, else on a new one."""
         from specwatch.judge.compare import MIN_SESSIONS, drift_basis
 
         notes = []
@@ -285,7 +285,7 @@ class Baseline:
             sessions = [MachineSession(s["samples"], session_machine(s)) for s in m.sessions if s.get("samples")]
             if not name.endswith("tok_s") or len(sessions) < MIN_SESSIONS:
                 continue
-            basis = drift_basis(requested, sessions, None, alpha)
+            basis = drift_basis(requested, sessions, None, alpha, machine=sessions[-1].machine)
             if basis.tolerance > requested:
                 notes.append(f"baseline {self.profile} {name} is too noisy for the requested {requested:.1%} "
                              f"tolerance: {basis.note}")
