@@ -1,0 +1,254 @@
+"""Real SGLang for the lent H200: the package set one device call carries, built from the registries.
+
+    python docs/validation/sglang_kit.py build [--version 0.5.16]    # here (needs PyPI): .kit/sglang-<v>.tar.xz
+    python docs/validation/sglang_kit.py list                        # the distributions, pinned, and each trim
+    python .kit/../docs/validation/sglang_kit.py unpack .kit/sglang-0.5.16.tar.xz /tmp/sgl   # there (no network)
+
+Why a kit: the device has Python 3.12, torch 2.11.0+cu130, triton 3.6.0 and transformers 5.17, no network, and
+one call carries at most 64 MiB. SGLang 0.5.16 and 0.5.17 pin torch==2.11.0 (0.5.23 pins torch 2.14.1 and its
+kernel wheel does not load under 2.11). Their full dependency set is about 3.4 GB unpacked; the server path of a
+Llama target with an EAGLE-3 draft (triton attention, pytorch sampling, no grammar backend) imports a small part
+of it. ``KIT`` lists that part, pinned to what pip resolves for ``sglang==<v>`` beside the device's packages; each
+entry says why it is there. ``TRIMS`` drops files the server path never loads, each checked by size so that a
+changed wheel fails the build instead of shipping something else. The folder ``.kit/`` is ignored by git and
+named in the device call's ``carry``.
+
+Built against the device image's package list (/work/.library/device/KINDS.md): anything it has (numpy,
+cuda-bindings, triton, aiohttp, httpx, huggingface-hub, safetensors, sentencepiece, tiktoken, prometheus-client,
+uvloop, einops, psutil, requests, pyyaml, regex, pillow, protobuf, timm, ...) is not carried. A pure-Python import
+check of every server module on the path (``check``, run here in a Python 3.12 venv with torch 2.11) keeps the
+list honest: it lists each top-level package imported from the kit, and any import that fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT_DIR = ROOT / ".kit"
+CARRY_LIMIT_MIB = 50.0  # a call carries 64 MiB with the tree (about 9 MiB) and the JIT caches
+
+#: name==version, and why it is carried (the server path imports it; the device lacks it or has another version)
+KIT: dict[str, str] = {
+    "sglang-kernel==0.4.5": "sgl_kernel: the sm90 ops (trimmed, TRIMS)",
+    "flashinfer-python==0.6.14": "imported by sglang's layers and samplers (sglang 0.5.16 pins it)",
+    "apache-tvm-ffi==0.1.11": "flashinfer's FFI (tvm_ffi)",
+    "torch-c-dlpack-ext==0.1.5": "tvm_ffi's DLPack bridge to torch",
+    "transformers==5.12.1": "sglang 0.5.16 pins it (the device has 5.17)",
+    "tokenizers==0.22.2": "transformers 5.12.1 rejects the device's 0.23.2",
+    "xgrammar==0.2.7": "imported at start (0.2.7 replaces the pinned 0.2.1, 44 MB; --grammar-backend none)",
+    "fastapi==0.128.0": "the HTTP server (0.165 needs opentelemetry's SDK)",
+    "starlette==0.50.0": "fastapi 0.128 wants <0.51 (starlette 1.x removed Router(on_startup=))",
+    "uvicorn==0.55.0": "serves the app",
+    "python-multipart==0.0.34": "fastapi's form parsing, imported by sglang's server",
+    "pydantic==2.14.4": "request/response models (the device has no pydantic)",
+    "pydantic-core==2.50.5": "pydantic",
+    "annotated-types==0.8.0": "pydantic",
+    "typing-inspection==0.4.5": "pydantic",
+    "pydantic-extra-types==2.11.1": "imported by mistral_common",
+    "pycountry==26.2.16": "pydantic_extra_types (locale files trimmed)",
+    "pyzmq==27.3.0": "the processes talk over ZMQ",
+    "orjson==3.13.0": "JSON responses",
+    "msgspec==0.23.0": "IPC message types",
+    "pybase64==1.5.1": "imported by sglang's utils",
+    "setproctitle==1.3.8": "process titles (sglang::scheduler ...): what specwatch's process checks read",
+    "partial-json-parser==0.2.1.1.post7": "function-call parsers, imported at start",
+    "openai==2.6.1": "the OpenAI protocol types",
+    "jiter==0.19.0": "openai",
+    "sniffio==1.3.1": "openai",
+    "distro==1.9.0": "openai",
+    "interegular==0.3.3": "imported by the constrained-decoding module",
+    "compressed-tensors==0.20.1": "quantization configs, imported by the model loader",
+    "torchao==0.17.0": "imported by the quantization layers",
+    "gguf==0.19.0": "imported by the model loader",
+    "mistral-common==1.13.1": "imported by sglang's tokenizer manager",
+    "jsonschema==4.26.0": "mistral_common",
+    "jsonschema-specifications==2025.9.1": "jsonschema",
+    "referencing==0.37.0": "jsonschema",
+    "rpds-py==2026.9.1": "jsonschema",
+    "lxml==6.1.3": "imported at start (found by the import check)",
+    "blobfile==3.0.0": "sglang pins it (tiktoken tokenizer files); pure Python",
+    "soundfile==0.13.1": "imported by the multimodal utils",
+    "cffi==2.1.1": "soundfile",
+    "pycparser==3.12": "cffi",
+    "torchcodec==0.11.1": "imported by the multimodal utils",
+    "torch-memory-saver==0.0.10": "imported by the model runner",
+    "kernels==0.14.1": "imported by the layers (hub kernels)",
+    "kernels-data==0.16.2": "kernels",
+    "loguru==0.7.3": "imported by kernels",
+    "dill==0.4.1": "imported by sglang's utils",
+    "watchfiles==1.3.0": "uvicorn's reloader, imported by the server",
+    "zstandard==0.25.0": "imported by sglang's utils (its cffi build trimmed)",
+    "ipython==9.18.1": "imported by sglang's utils",
+    "traitlets==5.16.1": "IPython",
+    "decorator==5.2.1": "IPython",
+    "matplotlib-inline==0.2.2": "IPython",
+    "prompt-toolkit==3.0.53": "IPython",
+    "wcwidth==0.9.4": "prompt_toolkit",
+    "stack-data==0.6.3": "IPython",
+    "executing==2.3.0": "stack_data",
+    "asttokens==3.0.2": "stack_data",
+    "pure-eval==0.2.4": "stack_data",
+    "pexpect==4.9.0": "IPython",
+    "ptyprocess==0.7.0": "pexpect",
+    "ipython-pygments-lexers==1.1.1": "IPython",
+    "easydict==1.14": "imported by sglang's configs",
+    "nest-asyncio==1.6.0": "imported by sglang's utils",
+    "opentelemetry-api==1.45.2": "imported by sglang's tracing",
+    "cuda-python==13.4.4": "the metapackage sglang pins (the device's cuda-bindings answers)",
+}
+
+#: (path under the unpacked site, least MiB it must have had) removed after unpacking; a path smaller than its
+#: floor, or missing, fails the build: the wheel changed, so the trim must be looked at again
+TRIMS: list[tuple[str, float]] = [
+    ("sgl_kernel/flash_ops.abi3.so", 1000.0),  # 1.12 GB; FA3 kernels, loaded lazily, not on a triton-attention path
+    ("sgl_kernel/sm100", 10.0),  # Blackwell builds
+    ("sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so", 20.0),
+    ("sgl_kernel/flashmla_ops.abi3.so", 10.0),
+    ("mistral_common/data", 30.0),  # tokenizer files of Mistral models
+    ("sglang/srt/grpc/_core.cpython-312-x86_64-linux-gnu.so", 5.0),  # the gRPC server (--grpc-mode only)
+    ("zstandard/_cffi.cpython-312-x86_64-linux-gnu.so", 1.0),
+    ("pycountry/locales", 10.0),
+    ("bin", 0.0),
+]
+
+#: a placeholder for ``deep_gemm``: sglang 0.5.16's dsa_backend (imported by eagle_worker_v2 when it captures
+#: CUDA graphs, for every model) runs ``import deep_gemm``; with SGLANG_ENABLE_JIT_DEEPGEMM=0 nothing else is used
+DEEP_GEMM_PLACEHOLDER = '''"""Placeholder carried by specwatch's SGLang kit: sgl-deep-gemm is not on a Llama + EAGLE-3 path."""
+
+
+def __getattr__(name):
+    raise ImportError(f"deep_gemm placeholder (specwatch kit): {name} is not available")
+'''
+
+PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
+             "manylinux_2_26_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux_2_5_x86_64", "manylinux1_x86_64"]
+
+
+def _mib(path: Path) -> float:
+    if path.is_file():
+        return path.stat().st_size / 2**20
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def download(version: str, wheels: Path) -> list[Path]:
+    """Every pinned wheel (and sglang's own) for CPython 3.12 on x86-64 Linux into ``wheels``."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    pins = [f"sglang=={version}", *KIT]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+           "3.12", "--implementation", "cp", "-d", str(wheels)]
+    for plat in PLATFORMS:
+        cmd += ["--platform", plat]
+    env = {**os.environ, "PIP_CONSTRAINT": ""}
+    subprocess.run([*cmd, *pins], check=True, env=env)
+    wanted = {(_norm(pin.split("==")[0]), pin.split("==")[1]) for pin in pins}
+    return [w for w in sorted(wheels.glob("*.whl")) if tuple(w.name.split("-")[:2]) in
+            {(n, v) for n, v in wanted} or (_norm(w.name.split("-")[0]), w.name.split("-")[1]) in wanted]
+
+
+def _norm(name: str) -> str:
+    """A distribution name as wheel file names spell it (PEP 427: runs of -_. become _, lower case)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def unpack_wheels(wheels: list[Path], site: Path) -> None:
+    if site.exists():
+        shutil.rmtree(site)
+    env = {**os.environ, "PIP_CONSTRAINT": ""}
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--target",
+           str(site), "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"]
+    for plat in PLATFORMS:
+        cmd += ["--platform", plat]
+    subprocess.run([*cmd, *map(str, wheels)], check=True, env=env)
+
+
+def trim(site: Path) -> list[str]:
+    """Apply TRIMS (each checked by size), drop the big sm90 kernel file's siblings, add the deep_gemm placeholder."""
+    lines = []
+    for rel, floor in TRIMS:
+        path = site / rel
+        if not path.exists():
+            raise SystemExit(f"sglang_kit: trim {rel}: not in the unpacked wheels (the wheel changed; look again)")
+        size = _mib(path)
+        if size < floor:
+            raise SystemExit(f"sglang_kit: trim {rel}: {size:.1f} MiB, expected at least {floor:g} (the wheel "
+                             "changed; look again)")
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        lines.append(f"trimmed {rel} ({size:.1f} MiB)")
+    for pyc in site.rglob("__pycache__"):
+        shutil.rmtree(pyc, ignore_errors=True)
+    (site / "deep_gemm").mkdir(exist_ok=True)
+    (site / "deep_gemm" / "__init__.py").write_text(DEEP_GEMM_PLACEHOLDER)
+    lines.append("added deep_gemm placeholder")
+    return lines
+
+
+def pack(site: Path, out: Path) -> float:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if shutil.which("xz"):  # multi-threaded; Python's lzma reads its blocks
+        with open(out, "wb") as fh:
+            tar = subprocess.Popen(["tar", "-C", str(site.parent), "-cf", "-", site.name], stdout=subprocess.PIPE)
+            subprocess.run(["xz", "-9", "-T2", "-c"], stdin=tar.stdout, stdout=fh, check=True)
+            if tar.wait():
+                raise SystemExit("sglang_kit: tar failed")
+    else:
+        with tarfile.open(out, "w:xz", preset=9) as tf:
+            tf.add(site, arcname="site")
+    return out.stat().st_size / 2**20
+
+
+def unpack(archive: Path, dest: Path) -> Path:
+    """There: the archive into ``dest`` (``dest/site`` goes on PYTHONPATH); returns the site folder."""
+    t0 = time.monotonic()
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="tar")
+    print(f"sglang_kit: unpacked {archive.name} into {dest} in {time.monotonic() - t0:.1f} s")
+    return dest / "site"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="sglang_kit.py", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    b = sub.add_parser("build", help="download, unpack, trim and pack the kit into .kit/")
+    b.add_argument("--version", default="0.5.16", choices=["0.5.16", "0.5.17"])
+    b.add_argument("--wheels", default=str(KIT_DIR / "wheels"), help="wheel cache (default .kit/wheels)")
+    sub.add_parser("list", help="the pinned distributions and the trims")
+    u = sub.add_parser("unpack", help="unpack a kit (on the device)")
+    u.add_argument("archive")
+    u.add_argument("dest")
+    a = ap.parse_args(argv)
+    if a.what == "list":
+        for pin, why in KIT.items():
+            print(f"{pin:40} {why}")
+        for rel, floor in TRIMS:
+            print(f"trim {rel} (at least {floor:g} MiB)")
+        return 0
+    if a.what == "unpack":
+        unpack(Path(a.archive), Path(a.dest))
+        return 0
+    wheels = download(a.version, Path(a.wheels))
+    site = KIT_DIR / f"build-{a.version}" / "site"
+    unpack_wheels(wheels, site)
+    for line in trim(site):
+        print(f"sglang_kit: {line}")
+    out = KIT_DIR / f"sglang-{a.version}.tar.xz"
+    size = pack(site, out)
+    print(f"sglang_kit: {len(wheels)} wheels, {_mib(site):.0f} MiB unpacked -> {out.relative_to(ROOT)} {size:.1f} MiB")
+    if size > CARRY_LIMIT_MIB:
+        print(f"sglang_kit: {size:.1f} MiB is over the {CARRY_LIMIT_MIB:g} MiB a call can spare", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
