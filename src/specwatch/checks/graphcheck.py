@@ -3,8 +3,9 @@
 1. ``sglang:cuda_graph_passes_total{mode="decode_cuda_graph"}`` against ``{mode="decode_none"}``
    across the workload (one increment per decode/verify batch);
 2. the ``cuda graph:`` field of the Decode batch lines written during the workload;
-3. the startup capture lines (``Capture target verify CUDA graph end. bs=[...]``) or
-   ``/server_info`` ``decode_cuda_graph_bs``, against the batch sizes the workload ran;
+3. the startup capture lines (``bs=[...]`` on the ``Capture target verify CUDA graph end.`` line in SGLang
+   0.5.23, on the ``begin.`` line in 0.5.16/0.5.17) or ``/server_info`` ``decode_cuda_graph_bs`` (0.5.23),
+   against the batch sizes the workload ran;
 4. timing: the verify-cycle time against the baseline server's decode step time.
 
 When the verify ran eagerly, the batch sizes of the Decode lines (``#running-req``, each line with
@@ -54,10 +55,17 @@ def _state(server_info: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def captured_verify_bs(server_info: Mapping[str, Any], captures: Sequence[CaptureRecord]) -> list[int] | None:
-    """Captured target-verify batch sizes: from the capture log lines, else ``/server_info``; None if none."""
-    for rec in captures:
-        if rec.role == "target" and rec.kind in ("verify", "decode") and rec.event == "end" and rec.bs:
-            return list(rec.bs)
+    """Captured target-verify batch sizes: from the capture log lines, else ``/server_info``; None if none.
+
+    SGLang 0.5.23 prints ``bs=[...]`` on the ``end`` line (the runner's own list), 0.5.16 and 0.5.17 on the
+    ``begin`` line only (cuda_graph_setup.py ``capture_decode_graph``); an ``end`` line's list wins.
+    ``/server_info`` ``internal_states[0].decode_cuda_graph_bs`` exists from 0.5.23 on.
+    """
+    target = [r for r in captures if r.role == "target" and r.kind in ("verify", "decode") and r.bs]
+    for event in ("end", "begin"):
+        rec = next((r for r in target if r.event == event), None)
+        if rec is not None:
+            return list(rec.bs or ())
     bs = _state(server_info).get("decode_cuda_graph_bs")
     return list(bs) if bs else None
 

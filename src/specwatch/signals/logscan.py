@@ -174,7 +174,7 @@ class CaptureRecord(_Base):
     kind: str  # "verify" | "decode" | "prefill" | "extend"
     event: str  # "begin" | "end"
     device: str = "CUDA"
-    bs: list[int] | None = None  # target "end" lines and draft "begin" lines
+    bs: list[int] | None = None  # target "end" lines (0.5.23), target "begin" lines (0.5.16/17), draft "begin"
     num_tokens: list[int] | None = None  # prefill graphs
     backend: str | None = None  # begin lines: "full" | "breakable"
     num_tokens_per_req: int | None = None

@@ -1,0 +1,85 @@
+"""The readers on each SGLang version's own line formats: 0.5.16 and 0.5.17 (GPU), 0.5.23 (CPU and GPU).
+
+Every line is a format string of the version's wheel filled in, with the file and line cited;
+docs/reference/sglang-versions.md lists what differs between the versions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specwatch.checks import graphcheck, verify_graphs
+from specwatch.signals import logscan
+from specwatch.signals.logscan import CaptureRecord, DecodeRecord
+
+# sglang 0.5.16 srt/model_executor/model_runner_components/cuda_graph_setup.py:311-315 (begin, bs here) and
+# :337-341 (end: elapsed and memory only); the same strings in 0.5.17 at :429-433 and :452-456. The numbers
+# are the real 0.5.16 EAGLE-3 server's on an H200 (device-facts.md, "Real SGLang on the one-GPU H200 machine").
+CAPTURE_0_5_16 = [
+    "[2026-12-03 10:01:02] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=3, "
+    "bs=[1, 2, 3, 4, 5, 6, 7, 8], avail mem=131.20 GB",
+    "[2026-12-03 10:01:05] Capture target verify CUDA graph end. elapsed=3.48 s, mem usage=0.21 GB, "
+    "avail mem=130.99 GB.",
+    # srt/speculative/eagle_worker_v2.py:397-402 (0.5.17: :362-367): the draft's list, on its begin line
+    "[2026-12-03 10:01:05] Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
+    "bs=[1, 2, 3, 4, 5, 6, 7, 8], avail mem=130.99 GB",
+    "[2026-12-03 10:01:13] Capture draft decode CUDA graph end. elapsed=8.01 s, mem usage=0.12 GB, "
+    "avail mem=130.87 GB.",
+]
+# sglang 0.5.23 cuda_graph_setup.py:758-762 (begin: no bs) and :787-792 (end: bs=runner.capture_bs)
+CAPTURE_0_5_23 = [
+    "[2026-12-03 10:01:02] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=3, "
+    "avail mem=131.20 GB",
+    "[2026-12-03 10:01:05] Capture target verify CUDA graph end. bs=[1, 2, 3, 4], elapsed=3.48 s, "
+    "mem usage=0.21 GB, avail mem=130.99 GB.",
+]
+# sglang 0.5.16 srt/managers/scheduler_components/metrics_reporter.py:753 (head), :796 (accept fields),
+# :830-834 (graph flag, throughput, queue), :857 (", fwd occupancy" with the metrics device timer); the
+# pool part from pool_stats_observer.py:116. The accept fields are the real server's (random draft).
+DECODE_0_5_16 = ("[2026-12-03 10:02:00] Decode batch, #running-req: {bs}, #token: 96, token usage: 0.00, "
+                 "accept len: 1.00, accept rate: 0.00, cuda graph: {graph}, gen throughput (token/s): 243.91, "
+                 "#queue-req: 0, fwd occupancy: 71.20%")
+
+
+def _captures(lines: list[str]) -> list[CaptureRecord]:
+    return [r for r in logscan.parse_lines(lines) if isinstance(r, CaptureRecord)]
+
+
+def test_0_5_16_capture_lines_carry_bs_on_the_begin_line() -> None:
+    begin, end, draft_begin, draft_end = _captures(CAPTURE_0_5_16)
+    assert (begin.name, begin.event, begin.bs, begin.num_tokens_per_req) == (
+        "target verify", "begin", [1, 2, 3, 4, 5, 6, 7, 8], 3)
+    assert end.bs is None and end.elapsed_s == 3.48 and end.mem_usage_gb == 0.21
+    assert draft_begin.bs == [1, 2, 3, 4, 5, 6, 7, 8] and draft_end.bs is None
+
+
+@pytest.mark.parametrize(("lines", "want"), [(CAPTURE_0_5_16, [1, 2, 3, 4, 5, 6, 7, 8]),
+                                            (CAPTURE_0_5_23, [1, 2, 3, 4])], ids=["0.5.16", "0.5.23"])
+def test_captured_verify_bs_reads_each_versions_line(lines: list[str], want: list[int]) -> None:
+    """0.5.16/0.5.17 print the list on the begin line, 0.5.23 on the end line; /server_info has none before 0.5.23."""
+    assert graphcheck.captured_verify_bs({}, _captures(lines)) == want
+
+
+def test_the_end_lines_list_wins_and_the_draft_list_is_never_the_targets() -> None:
+    """An end line's bs is the runner's own list (0.5.23); a draft begin line's list never stands for the target."""
+    both = _captures([CAPTURE_0_5_16[0].replace("bs=[1, 2, 3, 4, 5, 6, 7, 8]", "bs=[1, 2, 3, 4, 5, 6]"),
+                      CAPTURE_0_5_23[1]])
+    assert graphcheck.captured_verify_bs({}, both) == [1, 2, 3, 4]
+    assert graphcheck.captured_verify_bs({}, _captures(CAPTURE_0_5_16[2:])) is None
+
+
+def test_a_0_5_16_eager_batch_above_its_begin_line_sizes_names_the_flag() -> None:
+    """The capture-limit fault on 0.5.16 lines: the limit is read from the begin line, its flag named."""
+    caps = _captures([line.replace("bs=[1, 2, 3, 4, 5, 6, 7, 8]", "bs=[1, 2]") for line in CAPTURE_0_5_16])
+    decodes = [r for r in logscan.parse_lines([DECODE_0_5_16.format(bs=2, graph=True),
+                                               DECODE_0_5_16.format(bs=8, graph=False)])
+               if isinstance(r, DecodeRecord)]
+    assert [d.extra.get("fwd occupancy") for d in decodes] == ["71.20%", "71.20%"]  # 0.5.16's suffix kept aside
+    assert decodes[0].accept_len == 1.00 and decodes[1].graph is False
+    info = {"version": "0.5.16", "cuda_graph_max_bs_decode": 2, "max_running_requests": 8}
+    result = verify_graphs.evaluate("p", counters={"decode_cuda_graph": 10.0, "decode_none": 30.0},
+                                    decode_records=decodes, captures=caps, server_info=info,
+                                    batch_sizes=[2, 8], concurrency=8)
+    assert result.failed, result.message
+    assert result.reason.startswith("--cuda-graph-max-bs-decode 2 is below the running batch"), result.reason
+    assert "captured only up to bs=2" in result.reason
