@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from specwatch.checks import graphcheck, verify_graphs
-from specwatch.signals import logscan
+from specwatch.checks import accept_length, graphcheck, verify_graphs
+from specwatch.signals import logscan, promtext
 from specwatch.signals.logscan import CaptureRecord, DecodeRecord
 
 # sglang 0.5.16 srt/model_executor/model_runner_components/cuda_graph_setup.py:311-315 (begin, bs here) and
@@ -83,3 +83,47 @@ def test_a_0_5_16_eager_batch_above_its_begin_line_sizes_names_the_flag() -> Non
     assert result.failed, result.message
     assert result.reason.startswith("--cuda-graph-max-bs-decode 2 is below the running batch"), result.reason
     assert "captured only up to bs=2" in result.reason
+
+
+# -- the accept length on the real 0.5.16 EAGLE-3 server's random draft, and a claimed 0.92 ------------------
+
+
+def _random_draft_0_5_16() -> tuple[list, list[str], list[str]]:
+    """The real run's sources: 3 requests of 64 tokens, 189 verify calls, accept len 1.00 (issue 29).
+
+    meta_info as sglang 0.5.16 srt/managers/tokenizer_manager.py:2397-2445 fills it (with the
+    spec_accepted_drafts/spec_proposed_drafts aliases that 0.5.23 dropped); the histogram as
+    schedule_batch.py:1123-1133 counts it; the /metrics counters' deltas as metrics_collector.py:1662-1665.
+    """
+    meta = {"completion_tokens": 64, "spec_verify_ct": 63, "spec_accept_length": 64 / 63, "spec_accept_rate": 0.0,
+            "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 126, "spec_accepted_drafts": 0,
+            "spec_proposed_drafts": 126, "spec_correct_drafts_histogram": [63]}
+    delta = promtext.parse_text(
+        'sglang:generation_tokens_total{engine_type="unified",model_name="m"} 192.0\n'
+        'sglang:spec_verify_calls_total{engine_type="unified",model_name="m"} 189.0\n'
+        'sglang:num_requests_total{engine_type="unified",model_name="m"} 3.0\n')
+    decodes = [r for r in logscan.parse_lines([DECODE_0_5_16.format(bs=1, graph=True)] * 4)
+               if isinstance(r, DecodeRecord)]
+    info = {"version": "0.5.16", "internal_states": [{"avg_spec_accept_length": 1.0}]}
+    return accept_length.estimates(num_steps=2, decode_records=decodes, metrics_delta=delta, metas=[meta] * 3,
+                                   info_before={}, info_after=info, flushed_before=True)
+
+
+def test_the_real_random_draft_sources_agree_on_1() -> None:
+    ests, problems, notes = _random_draft_0_5_16()
+    assert len(ests) == 4 and not problems, (ests, problems)
+    result = accept_length.evaluate("eagle3", 2, ests, problems, notes)
+    assert result.ok and "4 sources agree on 1.000" in result.reason, result.message
+
+
+def test_a_claimed_092_is_compared_with_every_live_source_at_accept_length_1() -> None:
+    """Issue 29: live 1.00 and a claimed 0.92 were within the window slack, so no source was named apart."""
+    ests, problems, notes = _random_draft_0_5_16()
+    result = accept_length.evaluate("eagle3", 2, ests, problems, notes, claimed=0.92, num_draft_tokens=3)
+    assert result.failed, result.message
+    assert "looks like extra tokens per cycle; canonical value 1.92" in result.reason, result.reason
+    for source in ("Decode lines", "/metrics delta", "/server_info avg_spec_accept_length", "meta_info of 3 requests"):
+        assert f"claimed value 0.92 vs {source}" in result.reason, (source, result.reason)
+    assert "claimed value 0.92 vs meta_info of 3 requests 1.0000: apart by 0.0750" in result.reason
+    assert accept_length.claim_disagreements(1.0, ests) == []  # the live value itself is no disagreement
+    assert accept_length.claim_disagreements(1.01, ests) == []  # within the span and a 2-decimal rounding
