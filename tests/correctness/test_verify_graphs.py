@@ -47,9 +47,13 @@ def test_graph_counters_count_every_verify_step(specwatch_session: Session, spec
     verify_steps = counters.get("decode_cuda_graph", 0.0) + counters.get("decode_none", 0.0)
     verify_calls = m.counter("sglang:spec_verify_calls_total")
     assert verify_steps > 0
-    # at concurrency 1 every verify batch holds one request: one pass per verify call
+    # at concurrency 1 every verify batch holds one request: one pass per verify call, plus with SGLang's overlap
+    # scheduler one per request (its last batch, launched before the finish was seen: real 0.5.16 read 192 for 189)
     if m.workload.concurrency == 1 and verify_calls:
-        assert verify_steps == pytest.approx(verify_calls, abs=1), (counters, verify_calls)
+        requests = int(m.counter("sglang:num_requests_total") or len(m.generations))
+        overlap = graphcheck.overlap_scheduled(m.server_info_after)
+        assert graphcheck.verify_pass_problem(counters, verify_calls, requests, overlap=overlap) is None, \
+            (counters, verify_calls, requests)
 
 
 def test_eager_verify_fault_is_reported(specwatch_session: Session, boot_and_measure) -> None:

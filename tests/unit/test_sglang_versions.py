@@ -127,3 +127,33 @@ def test_a_claimed_092_is_compared_with_every_live_source_at_accept_length_1() -
     assert "claimed value 0.92 vs meta_info of 3 requests 1.0000: apart by 0.0750" in result.reason
     assert accept_length.claim_disagreements(1.0, ests) == []  # the live value itself is no disagreement
     assert accept_length.claim_disagreements(1.01, ests) == []  # within the span and a 2-decimal rounding
+
+
+# -- decode passes against verify calls (issue 29: 192 passes for 189 verify calls, three requests) -------------
+
+
+def test_the_overlap_schedulers_one_pass_per_request_is_no_failure() -> None:
+    """Real 0.5.16 EAGLE-3, single stream, 3 requests of 64 tokens: 63 verify calls each, 64 passes each."""
+    real = {"prefill_cuda_graph": 3.0, "decode_cuda_graph": 192.0, "prefill_none": 0.0}
+    assert graphcheck.verify_pass_problem(real, 189.0, 3, overlap=True) is None
+    problem = graphcheck.verify_pass_problem(real, 189.0, 3, overlap=False)  # --disable-overlap-schedule
+    assert problem is not None and "192 decode passes" in problem and "189 verify calls" in problem
+    assert graphcheck.overlap_scheduled({"version": "0.5.16"})  # SGLang's default
+    assert not graphcheck.overlap_scheduled({"disable_overlap_schedule": True})
+
+
+def test_verify_steps_the_counter_never_saw_still_fail() -> None:
+    """Fewer passes than verify calls, or far more, is a counter that does not cover the verify step."""
+    missed = graphcheck.verify_pass_problem({"decode_cuda_graph": 150.0}, 189.0, 3, overlap=True)
+    assert missed is not None and "up to one more per request (3 requests)" in missed
+    assert graphcheck.verify_pass_problem({"decode_cuda_graph": 200.0}, 189.0, 3, overlap=True) is not None
+
+
+def test_an_eager_verify_on_0_5_16_counters_still_fails_the_check() -> None:
+    """The overlap passes change the count, not the verdict: any decode_none pass is an eager verify."""
+    counters = {"decode_cuda_graph": 0.0, "decode_none": 192.0}
+    assert graphcheck.verify_pass_problem(counters, 189.0, 3, overlap=True) is None  # every step counted...
+    rep = graphcheck.check_verify_graphs(counters=counters, decode_records=[], captures=_captures(CAPTURE_0_5_16),
+                                         server_info={"version": "0.5.16"}, batch_sizes=[1])
+    assert rep.ok is False and rep.decided_by == "sglang:cuda_graph_passes_total"  # ...and eager
+    assert "192 of 192 verify steps eager" in rep.signals["metrics"]

@@ -70,6 +70,34 @@ def captured_verify_bs(server_info: Mapping[str, Any], captures: Sequence[Captur
     return list(bs) if bs else None
 
 
+def overlap_scheduled(server_info: Mapping[str, Any]) -> bool:
+    """Whether SGLang's overlap scheduler runs: ``--disable-overlap-schedule`` unset (its default, 0.5.16-0.5.23)."""
+    return not server_info.get("disable_overlap_schedule", False)
+
+
+def verify_pass_problem(counters: Mapping[str, float], verify_calls: float, requests: int, *, overlap: bool,
+                        edge: float = 1.0) -> str | None:
+    """Why the decode passes of a single-stream workload do not cover its verify calls (None: they do).
+
+    SGLang 0.5.16-0.5.23 count a ``cuda_graph_passes_total`` ``decode_*`` pass per decode batch whose
+    result is processed (batch_result_processor.py, ``increment_decode_cuda_graph_pass``), and a
+    ``spec_verify_calls_total`` call per verify that committed tokens to a request still running
+    (``req.spec_verify_ct += 1``, skipped once ``req.finished()``). The overlap scheduler launches the
+    next batch before it processes the result that finishes a request (scheduler.py
+    ``event_loop_overlap``), so each request adds one pass whose verify commits nothing: passes lie in
+    ``[V, V + R]`` (``V`` without overlap), ± ``edge`` for a log window's edge. Fewer passes than verify
+    calls means verify steps the counter never saw; an eager verify shows as ``decode_none`` passes.
+    """
+    passes = counters.get("decode_cuda_graph", 0.0) + counters.get("decode_none", 0.0)
+    extra = requests if overlap else 0
+    if verify_calls - edge <= passes <= verify_calls + extra + edge:
+        return None
+    why = (f"up to one more per request ({requests} requests), the overlap scheduler's pass launched before it "
+           "saw the request finish" if overlap else "one per verify call (no overlap scheduler)")
+    return (f"{passes:g} decode passes (cuda_graph_passes_total decode_cuda_graph + decode_none) for {verify_calls:g} "
+            f"verify calls (spec_verify_calls_total): expected {why}")
+
+
 @dataclass(frozen=True)
 class BatchUse:
     """The Decode lines of one running-batch size: how many said the verify graph ran, how many not."""
