@@ -9,8 +9,10 @@ from __future__ import annotations
 import pytest
 
 from specwatch.checks import accept_length, graphcheck, verify_graphs
+from specwatch.run.summary import results_of, summary_lines
 from specwatch.signals import logscan, promtext
 from specwatch.signals.logscan import CaptureRecord, DecodeRecord
+from specwatch.store.machine import engine_text
 
 # sglang 0.5.16 srt/model_executor/model_runner_components/cuda_graph_setup.py:311-315 (begin, bs here) and
 # :337-341 (end: elapsed and memory only); the same strings in 0.5.17 at :429-433 and :452-456. The numbers
@@ -157,3 +159,17 @@ def test_an_eager_verify_on_0_5_16_counters_still_fails_the_check() -> None:
                                          server_info={"version": "0.5.16"}, batch_sizes=[1])
     assert rep.ok is False and rep.decided_by == "sglang:cuda_graph_passes_total"  # ...and eager
     assert "192 of 192 verify steps eager" in rep.signals["metrics"]
+
+
+# -- the engine version in the results and the end-of-run summary ----------------------------------------------
+
+
+def test_the_summary_names_the_engine_version_the_results_record() -> None:
+    """The fingerprint written into every results file carries engine_version; the summary's title says it."""
+    machine = {"machine_class": "h200-x1", "engine": "sglang", "engine_version": "0.5.16"}
+    rs = results_of({}, machine, None)
+    assert rs.to_dict()["machine"]["engine_version"] == "0.5.16"
+    assert engine_text(rs.machine) == "sglang 0.5.16"
+    assert summary_lines([], [], engine_text(rs.machine))[0] == "specwatch results (sglang 0.5.16): no results"
+    assert summary_lines([], [], engine_text({"engine": "sglang"}))[0] == "specwatch results (sglang): no results"
+    assert summary_lines([], [])[0] == "specwatch results: no results"
