@@ -270,9 +270,11 @@ def test_sources_reconcile_and_a_claimed_092_does_not() -> None:
     bad = accept_length.evaluate("p", 2, ests, problems, notes, claimed=0.92, num_draft_tokens=3)
     assert bad.failed
     assert "looks like extra tokens per cycle; canonical value 1.92" in bad.reason
-    assert "vs claimed value" in bad.reason
+    assert "claimed value 0.92 vs meta_info of 2 requests 1.9583: apart by 1.0333" in bad.reason, bad.reason
     apart = accept_length.evaluate("p", 2, ests, problems, notes, slack=0.0, claimed=1.5)
-    assert apart.failed and "claimed value" in apart.reason
+    assert apart.failed and "claimed value 1.5 vs Decode lines" in apart.reason
+    near = accept_length.evaluate("p", 2, ests, problems, notes, claimed=1.95)
+    assert near.ok and "the claimed value 1.95 agrees with them" in near.reason, near.message
 
 
 def test_cumulative_without_flush_is_a_note_not_a_source() -> None:

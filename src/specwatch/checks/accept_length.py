@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
     from specwatch.signals.promtext import Exposition
 
-__all__ = ["NAME", "WINDOW_SLACK", "check", "estimates", "evaluate", "explain_value", "flush_took", "num_steps"]
+__all__ = ["NAME", "WINDOW_SLACK", "check", "claim_disagreements", "estimates", "evaluate", "explain_value",
+           "flush_took", "num_steps"]
 
 NAME = "accept length"
 #: Population slack between Decode-line windows and whole requests (see evaluate).
@@ -215,32 +216,55 @@ def evaluate(
     num_draft_tokens: int | None = None,
 ) -> Verdict:
     """Reconcile the estimates (widened by ``slack``: Decode-line windows cover the verify cycles
-    of the log windows, not exactly the finished requests) plus a ``claimed`` value if given."""
+    of the log windows, not exactly the finished requests); a ``claimed`` value is explained
+    (:func:`explain_value`) and compared with each live source (:func:`claim_disagreements`)."""
     ests = list(estimates)
     extra: list[str] = []
+    apart: list[str] = []
     if claimed is not None:
-        ests.append(speculative.from_window(claimed, rounded=False, source="claimed value"))
         why = explain_value(claimed, num_steps, num_draft_tokens, profile, "claimed value")
         if why.failed:
             extra.append(why.reason)
+        apart = claim_disagreements(claimed, ests)
     if not ests and not problems:
-        return Verdict.of(NAME, None, "no accept-length source answered",
-                          "no accept-length source answered: " + "; ".join(notes), profile=profile)
+        unjudged = "; the claimed value had nothing to be compared with" if claimed is not None else ""
+        return Verdict.of(NAME, None, "no accept-length source answered", "no accept-length source answered"
+                          + unjudged + ": " + "; ".join(notes), profile=profile)
     rec = speculative.reconcile(ests, num_steps=num_steps, slack=slack)
     lines = [rec.message()]
     lines += [f"  problem: {p}" for p in problems]
     lines += [f"  explanation: {e}" for e in extra]
+    lines += [f"  claim: {a}" for a in apart]
     lines += [f"  note: {n}" for n in notes]
     message = "\n".join(lines)
-    if problems or not rec.agree:
-        reasons = list(extra) + list(rec.out_of_bounds) + [
+    if problems or not rec.agree or extra or apart:
+        reasons = list(extra) + apart + list(rec.out_of_bounds) + [
             f"{a} vs {b} apart by {gap:.4f}" for a, b, gap in rec.disagreements] + list(problems)
         return Verdict.of(NAME, False, message, "; ".join(dict.fromkeys(reasons)), profile=profile, details=rec)
     mid = statistics.median(e.value for e in ests)  # the middle of the agreeing sources, for the one-line reason
     agreed = f"{len(ests)} sources agree on" if len(ests) > 1 else "its one source reads"
     used = "; ".join(_source_name(e) for e in ests)
-    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} (≤ num_steps+1 = {num_steps + 1}; {used})",
+    claim = f"; the claimed value {claimed:g} agrees with them" if claimed is not None else ""
+    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} (≤ num_steps+1 = {num_steps + 1}; {used}){claim}",
                       profile=profile, details=rec)
+
+
+def claim_disagreements(claimed: float, ests: Sequence[speculative.Estimate]) -> list[str]:
+    """Each live source a claimed accept length is apart from, and by how much ([]: it agrees).
+
+    The claim (± the rounding of a 2-decimal figure) agrees when it lies within the live sources' span:
+    from the lowest allowed value of any source to the highest. The population slack between a
+    log window and the finished requests is for two live sources, not for a claim: a claimed 0.92
+    is apart from live sources reading 1.00 (a random draft) as it is from ones reading 1.92.
+    """
+    tol = speculative.LOG_ROUNDING
+    if not ests or min(e.low for e in ests) - tol <= claimed <= max(e.high for e in ests) + tol:
+        return []
+    out = []
+    for e in ests:
+        gap = (e.low - claimed if claimed < e.low else claimed - e.high) - tol
+        out.append(f"claimed value {claimed:g} vs {_source_name(e)} {e.value:.4f}: apart by {gap:.4f}")
+    return out
 
 
 def _source_name(est: speculative.Estimate) -> str:

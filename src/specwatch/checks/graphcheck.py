@@ -3,8 +3,9 @@
 1. ``sglang:cuda_graph_passes_total{mode="decode_cuda_graph"}`` against ``{mode="decode_none"}``
    across the workload (one increment per decode/verify batch);
 2. the ``cuda graph:`` field of the Decode batch lines written during the workload;
-3. the startup capture lines (``Capture target verify CUDA graph end. bs=[...]``) or
-   ``/server_info`` ``decode_cuda_graph_bs``, against the batch sizes the workload ran;
+3. the startup capture lines (``bs=[...]`` on the ``Capture target verify CUDA graph end.`` line in SGLang
+   0.5.23, on the ``begin.`` line in 0.5.16/0.5.17) or ``/server_info`` ``decode_cuda_graph_bs`` (0.5.23),
+   against the batch sizes the workload ran;
 4. timing: the verify-cycle time against the baseline server's decode step time.
 
 When the verify ran eagerly, the batch sizes of the Decode lines (``#running-req``, each line with
@@ -54,12 +55,47 @@ def _state(server_info: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def captured_verify_bs(server_info: Mapping[str, Any], captures: Sequence[CaptureRecord]) -> list[int] | None:
-    """Captured target-verify batch sizes: from the capture log lines, else ``/server_info``; None if none."""
-    for rec in captures:
-        if rec.role == "target" and rec.kind in ("verify", "decode") and rec.event == "end" and rec.bs:
-            return list(rec.bs)
+    """Captured target-verify batch sizes: from the capture log lines, else ``/server_info``; None if none.
+
+    SGLang 0.5.23 prints ``bs=[...]`` on the ``end`` line (the runner's own list), 0.5.16 and 0.5.17 on the
+    ``begin`` line only (cuda_graph_setup.py ``capture_decode_graph``); an ``end`` line's list wins.
+    ``/server_info`` ``internal_states[0].decode_cuda_graph_bs`` exists from 0.5.23 on.
+    """
+    target = [r for r in captures if r.role == "target" and r.kind in ("verify", "decode") and r.bs]
+    for event in ("end", "begin"):
+        rec = next((r for r in target if r.event == event), None)
+        if rec is not None:
+            return list(rec.bs or ())
     bs = _state(server_info).get("decode_cuda_graph_bs")
     return list(bs) if bs else None
+
+
+def overlap_scheduled(server_info: Mapping[str, Any]) -> bool:
+    """Whether SGLang's overlap scheduler runs: ``--disable-overlap-schedule`` unset (its default, 0.5.16-0.5.23)."""
+    return not server_info.get("disable_overlap_schedule", False)
+
+
+def verify_pass_problem(counters: Mapping[str, float], verify_calls: float, requests: int, *, overlap: bool,
+                        edge: float = 1.0) -> str | None:
+    """Why the decode passes of a single-stream workload do not cover its verify calls (None: they do).
+
+    SGLang 0.5.16-0.5.23 count a ``cuda_graph_passes_total`` ``decode_*`` pass per decode batch whose
+    result is processed (batch_result_processor.py, ``increment_decode_cuda_graph_pass``), and a
+    ``spec_verify_calls_total`` call per verify that committed tokens to a request still running
+    (``req.spec_verify_ct += 1``, skipped once ``req.finished()``). The overlap scheduler launches the
+    next batch before it processes the result that finishes a request (scheduler.py
+    ``event_loop_overlap``), so each request adds one pass whose verify commits nothing: passes lie in
+    ``[V, V + R]`` (``V`` without overlap), ± ``edge`` for a log window's edge. Fewer passes than verify
+    calls means verify steps the counter never saw; an eager verify shows as ``decode_none`` passes.
+    """
+    passes = counters.get("decode_cuda_graph", 0.0) + counters.get("decode_none", 0.0)
+    extra = requests if overlap else 0
+    if verify_calls - edge <= passes <= verify_calls + extra + edge:
+        return None
+    why = (f"up to one more per request ({requests} requests), the overlap scheduler's pass launched before it "
+           "saw the request finish" if overlap else "one per verify call (no overlap scheduler)")
+    return (f"{passes:g} decode passes (cuda_graph_passes_total decode_cuda_graph + decode_none) for {verify_calls:g} "
+            f"verify calls (spec_verify_calls_total): expected {why}")
 
 
 @dataclass(frozen=True)

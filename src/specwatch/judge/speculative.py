@@ -199,7 +199,7 @@ def meta_ratio_problem(meta: Mapping[str, object]) -> str | None:
     if abs(value - ct / v) <= 1e-6 * max(1.0, ct / v):
         return None
     return (f"meta_info.spec_accept_length {value:g} is not completion_tokens/spec_verify_ct = {ct:g}/{v:g} = "
-            f"{ct / v:.4f} (SGLang 0.5.23's definition)")
+            f"{ct / v:.4f} (SGLang's definition, 0.5.16 to 0.5.23)")
 
 
 def from_meta_ratio(value: float, verify_ct: int, num_steps: int,

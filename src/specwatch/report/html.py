@@ -30,7 +30,7 @@ from specwatch.errors import UsageError
 from specwatch.judge import changepoint, compare
 from specwatch.judge.variance import MachineSession
 from specwatch.store.history_base import HistoryStore, SeriesPoint
-from specwatch.store.machine import run_machine
+from specwatch.store.machine import engine_text, run_machine
 from specwatch.store.result import utc_now
 
 #: verdicts shown in red / green
@@ -251,7 +251,7 @@ def _machine(fp: dict[str, Any]) -> tuple[str, str, str]:
     gpus = fp.get("gpu_model") or ""
     if gpus and fp.get("gpu_count"):
         gpus = f"{fp['gpu_count']} × {gpus}"
-    engine = " ".join(str(v) for v in (fp.get("engine"), fp.get("engine_version")) if v)
+    engine = engine_text(fp)
     return str(fp.get("host_id") or "-"), str(gpus or "-"), engine or "-"
 
 

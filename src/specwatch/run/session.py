@@ -391,15 +391,17 @@ class Session:
     def summary_lines(self) -> list[str]:
         """Lines for the end-of-run summary table (under xdist: the workers' records, gathered)."""
         from specwatch.run.summary import summary_lines, table_rows
+        from specwatch.store.machine import engine_text
 
         if self.gathered.workers or self.gathered.notes:
             if not self.gathered.measured:
                 return list(self.gathered.notes)
-            return summary_lines(table_rows(self.gathered), self.gathered.notes) + self._written_lines()
+            return (summary_lines(table_rows(self.gathered), self.gathered.notes,
+                                  engine_text(self.gathered.results.machine)) + self._written_lines())
         if not self.measurements and not self.verdict_rows:
             return self._written_lines()
         rec = self.record()
-        return summary_lines(table_rows(rec), rec.notes) + self._written_lines()
+        return summary_lines(table_rows(rec), rec.notes, engine_text(rec.results.machine)) + self._written_lines()
 
     def _written_lines(self) -> list[str]:
         notes = [f"specwatch: {self.project_note}"] if self.project_note else []

@@ -123,12 +123,13 @@ def _median(xs: list[float]) -> float:
     return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else float("nan")
 
 
-def summary_lines(rows: list[report.ReportRow], notes: list[str]) -> list[str]:
-    """The end-of-run table, the sweep table when a sweep was judged, then the notes (failed
-    findings, warnings)."""
+def summary_lines(rows: list[report.ReportRow], notes: list[str], engine: str = "") -> list[str]:
+    """The end-of-run table (its title names ``engine``, e.g. "sglang 0.5.16", when recorded), the sweep
+    table when a sweep was judged, then the notes (failed findings, warnings)."""
     from specwatch.run.specgates import summary_lines as speculation_lines
 
-    return [*report.summary_table(rows, title="specwatch results").splitlines(), *sweep_lines(rows),
+    title = f"specwatch results ({engine})" if engine else "specwatch results"
+    return [*report.summary_table(rows, title=title).splitlines(), *sweep_lines(rows),
             *speculation_lines(rows), *notes]
 
 

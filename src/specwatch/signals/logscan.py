@@ -1,9 +1,9 @@
-"""SGLang 0.5.23 log-line parsing (Decode, Prefill, Capture) and log windows by byte offset.
+"""SGLang 0.5.16-0.5.23 log-line parsing (Decode, Prefill, Capture) and log windows by byte offset.
 
-Pure: stdlib only. The formats come from the 0.5.23 wheel (``metrics_reporter.py``,
-``pool_stats_observer.py``, ``cuda_graph_setup.py``, ``eagle_worker_v2.py``); the regex bundled in
-``srt/debug_utils/log_parser.py`` is stale and is not used. The reference server prints the same
-formats, so every parser here works on both.
+Pure: stdlib only. The formats come from the wheels (``metrics_reporter.py``, ``pool_stats_observer.py``,
+``cuda_graph_setup.py``, ``eagle_worker_v2.py``; docs/reference/sglang-versions.md lists the differences,
+e.g. a target capture's ``bs=[...]`` on the begin line before 0.5.23); the regex bundled in
+``srt/debug_utils/log_parser.py`` is stale and is not used. The reference server prints 0.5.23's formats.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class CaptureRecord(_Base):
     kind: str  # "verify" | "decode" | "prefill" | "extend"
     event: str  # "begin" | "end"
     device: str = "CUDA"
-    bs: list[int] | None = None  # target "end" lines and draft "begin" lines
+    bs: list[int] | None = None  # target "end" lines (0.5.23), target "begin" lines (0.5.16/17), draft "begin"
     num_tokens: list[int] | None = None  # prefill graphs
     backend: str | None = None  # begin lines: "full" | "breakable"
     num_tokens_per_req: int | None = None

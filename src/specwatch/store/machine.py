@@ -412,6 +412,11 @@ def machine_class(fp: Mapping[str, Any]) -> str:
     return slug
 
 
+def engine_text(fp: Mapping[str, Any]) -> str:
+    """``"sglang 0.5.16"``: the engines under test with their recorded versions ('' when none is recorded)."""
+    return " ".join(str(v) for v in (fp.get("engine"), fp.get("engine_version")) if v)
+
+
 def diff_fingerprints(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """Human-readable differences 'key: A → B', important keys first."""
     keys = [k for k in _ORDER if k in a or k in b]
@@ -425,6 +430,7 @@ __all__ = [
     "checkout_commit",
     "diff_fingerprints",
     "engine_identity",
+    "engine_text",
     "fingerprint",
     "gpu_identity",
     "gpu_slug",
