@@ -39,6 +39,8 @@ LEVEL_METRIC = "output_throughput"
 #: The gates' names (``Verdict.name``).
 FLOOR, DRIFT, SPEC_VS_BASELINE, TUNED_VS_UNTUNED = "floor", "drift", "speculation beats baseline", "tuned vs untuned"
 SPEC_BY_LEVEL = "speculation by load level"
+#: what a relative gate's change is (the table says it when the medians of all runs differ in sign)
+PAIRED_BASIS = "the paired rounds' (the geometric mean of each round's ratio, each round a fresh boot of both)"
 
 
 def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
@@ -164,7 +166,7 @@ def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict,
     return ReportRow(key=key, n=len(a), median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0],
                      ci_high=_ci(a)[1], baseline_median=statistics.median(b), change=judged.ratio - 1, p=judged.p,
                      verdict=verdict, samples=tuple(a), message=judged.sentence,
-                     extra={"rounds": judged.rounds, "round_design": judged.design})
+                     extra={"rounds": judged.rounds, "round_design": judged.design}, change_basis=PAIRED_BASIS)
 
 
 @recorded
@@ -229,10 +231,11 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
     row = _paired_row(f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", tuned.samples(DECODE_METRIC),
                       untuned.samples(DECODE_METRIC), judged, "unread" if unread else judged.verdict)
     lines = [judged.message, *_findings_text(session, t_p.name, u_p.name)]
-    if unread:
+    if unread:  # no advice: more rounds or a round spread cannot help a setting the server never reads
         expects = "; gates.expect_tuning_effect cannot hold here" if gates.expect_tuning_effect else ""
+        measured = [judged.finding, judged.design, *lines[1:]]
         return Verdict(TUNED_VS_UNTUNED, Status.SKIP, f"nothing to gate: {unread}{expects}; what was measured is "
-                       "boot-to-boot luck:\n" + "\n".join(lines), rows=[row])
+                       "boot-to-boot luck:\n" + "\n".join(measured), rows=[replace(row, message=judged.finding)])
     if judged.verdict == "fail":
         return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "tuning made things worse:\n" + "\n".join(lines), rows=[row])
     if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
