@@ -146,7 +146,8 @@ def test_nccl_variables_at_tp1_are_said_to_be_unread_and_never_fail(tmp_path: Pa
     assert one.skipped and "not judged (-19.1% in its one round)" in one.message, one.message
     for said in (verdict.message, one.message, one.rows[0].message, verdict.rows[0].message):
         assert "alternate_rounds" not in said and "record-rounds" not in said
-    unsure = gates.tuned_vs_untuned(_session(tmp_path, TP1, {"tuned": [[90.0], [110.0]], "untuned": [[100.0], [100.0]]}))
+    wobbly = {"tuned": [[90.0], [110.0]], "untuned": [[100.0], [100.0]]}
+    unsure = gates.tuned_vs_untuned(_session(tmp_path, TP1, wobbly))
     assert "unsure" in unsure.message and "more rounds" not in unsure.message, unsure.message
     # anything else that differs may be read: then the rounds decide
     other = [TP1[0], {**TP1[1], "extra_args": ["--disable-custom-all-reduce"]}]

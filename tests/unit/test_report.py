@@ -210,4 +210,5 @@ def test_a_row_its_gate_does_not_judge_is_never_a_regression() -> None:
     table = report.summary_table([reported])
     assert "0 regression(s)" in table and "REGRESSION" not in table and "worse, not gated" in table
     assert "no regressions" in report.markdown_summary([reported])
-    assert ("specwatch.sgl-standalone-untuned/single-stream/cycle_ms.gated", "false") in report.junit_properties(reported)
+    gated = ("specwatch.sgl-standalone-untuned/single-stream/cycle_ms.gated", "false")
+    assert gated in report.junit_properties(reported)

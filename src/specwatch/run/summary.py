@@ -42,8 +42,9 @@ def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, A
             samples = m.samples(metric)
             if any(math.isnan(x) for x in samples):
                 continue  # not reported by this server (accept length) or not defined (ITL of 1-token outputs)
-            rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher,
-                               samples=samples, extra=extra))
+            said = m.dropped_note(metric)
+            rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher, samples=samples,
+                               extra={**extra, "dropped_runs": said} if said else extra))
         for result in specread.results(profile, workload, m, extra):  # accept length, cycle cost
             rs.add(result)
     return rs
@@ -140,6 +141,8 @@ def note_lines(findings: Iterable[Any], measurements: Mapping[tuple[str, str], A
         if not f.ok:
             lines.append(f"[{f.check}] {f.profile}: {f.summary.splitlines()[0]}")
     for (profile, workload), m in sorted(measurements.items()):
+        if said := getattr(m, "dropped_note", str)():
+            lines.append(f"note: {said}")
         if m.client_overhead > CLIENT_OVERHEAD_LIMIT:
             lines.append(f"warning: the client's own parsing took {m.client_overhead:.1%} of a run of {profile} "
                          f"{workload} (limit {CLIENT_OVERHEAD_LIMIT:.0%}): its numbers include client time")

@@ -243,18 +243,13 @@ class Baseline:
         return self.metrics.get(f"{workload}/{metric}")
 
     def added(self) -> str:
-        """What its last recording session added, for the line a baseline update prints: the session's number,
-        its machine (:func:`session_machine`), how many sessions that machine and all machines hold, and the keys."""
-        kept = [m.sessions for m in self.metrics.values() if m.sessions]
-        if not kept:
-            return f"recorded {len(self.metrics)} key(s) (no sessions)"
-        longest = max(kept, key=len)
-        machine = session_machine(longest[-1])
-        mine = sum(1 for s in longest if session_machine(s) == machine)
-        new_keys = sum(1 for s in kept if len(s) == 1)
-        fresh = f", {new_keys} of them new" if new_keys and new_keys < len(kept) else ""
-        return (f"added session {len(longest)} ({machine}; {mine} session(s) of that machine, {len(longest)} in "
-                f"all), {len(self.metrics)} key(s){fresh}")
+        """What its last session added (a baseline update says it): its number, its machine (:func:`session_machine`),
+        that machine's sessions and all, and the keys."""
+        kept = max((m.sessions for m in self.metrics.values()), key=len, default=[]) or [{}]
+        machine = session_machine(kept[-1])
+        mine = sum(1 for s in kept if session_machine(s) == machine)
+        return (f"added session {len(kept)} ({machine}; {mine} session(s) of that machine, {len(kept)} in all), "
+                f"{len(self.metrics)} key(s)")
 
     def reference(self, result: Result) -> BaselineMetric | None:
         """The stored metric matching a current result (same workload and metric)."""
