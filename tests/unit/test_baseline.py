@@ -459,19 +459,23 @@ def test_the_note_never_claims_more_than_the_sessions_record() -> None:
 # -- issue 24 item 4: baselines accumulate sessions by default; replacing is explicit, said in one line --
 
 
-def _run(tmp_path: Path, center: float, **options: object) -> tuple[Baseline, list[str]]:
-    """One ``pytest -m perf --update-baselines`` run's persist step (summary.persist), with ``options``."""
+def _run(tmp_path: Path, center: float, *, failures: int = 0, extra: dict | None = None,
+         **options: object) -> tuple[Baseline | None, list[str]]:
+    """One ``pytest -m perf --update-baselines`` run's persist step (summary.persist), with ``options``;
+    ``failures``: its failed tests; ``extra``: what its results record (a shared host)."""
+    from specwatch.report.table import ReportRow
     from specwatch.run.options import Config
     from specwatch.run.record import RunRecord
     from specwatch.run.summary import persist
 
     rs = ResultSet(machine={"machine_class": "cpu-2core", "host_id": "h1"}, commit="c")
     rs.add(Result.make("eagle3-tuned", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
-                       samples=[center + k for k in range(5)]))
+                       samples=[center + k for k in range(5)], extra=extra or {}))
     cfg = Config(update_baselines=True, rootdir=tmp_path, history=str(tmp_path / "h.sqlite"), **options)
     said: list[str] = []
-    persist(RunRecord(results=rs), cfg, perf_run=False, machine_class=lambda: "cpu-2core",
-            tolerance_for=lambda _: 0.05, progress=said.append)
+    rows = [ReportRow(key="eagle3-tuned/single-stream/output_tok_s ≥ floor", n=5, median=center, verdict="fail")]
+    persist(RunRecord(results=rs, rows=rows if failures else [], verdict_failures=failures), cfg, perf_run=False,
+            machine_class=lambda: "cpu-2core", tolerance_for=lambda _: 0.05, progress=said.append)
     return BaselineStore(tmp_path / "baselines").load("cpu-2core", "eagle3-tuned"), said
 
 
@@ -537,3 +541,28 @@ def test_sessions_record_the_gpu_identity_and_are_grouped_by_machine(tmp_path: P
     assert session_machine({"gpu_identity": {"gpu_uuids": None}, "recorded": "2026-11-29T21:57"}) == "day:2026-11-29"
     # a fingerprint's identity is not a machine difference to warn about (like host_id)
     assert store.load("h200x1", "p").fingerprint_warning({"machine_class": "h200x1", "gpu_identity": {}}) is None
+
+
+def test_a_baseline_update_says_what_it_added(tmp_path: Path) -> None:
+    """A second --update-baselines added a session but said only `specwatch wrote ...json`."""
+    _, said = _run(tmp_path, 100.0)
+    assert any(line.endswith("eagle3-tuned.json: added session 1 (host:h1; 1 session(s) of that machine, 1 in all), "
+                             "1 key(s)") for line in said), said
+    _, said = _run(tmp_path, 110.0)
+    assert any("added session 2 (host:h1; 2 session(s) of that machine, 2 in all)" in line for line in said), said
+
+
+def test_a_run_whose_tests_failed_records_no_baseline_unless_asked_and_a_shared_host_is_said(tmp_path: Path) -> None:
+    """A baseline was recorded from a run whose floor failed because a neighbour loaded the host."""
+    base, said = _run(tmp_path, 50.0, failures=1, extra={"shared_host": True, "shared_with": ["sglang (pid 4242)"]})
+    assert base is None  # nothing written
+    (line,) = [x for x in said if "NO BASELINE RECORDED" in x]
+    assert "1 test(s) of this run failed (eagle3-tuned/single-stream/output_tok_s ≥ floor)" in line
+    assert "--specwatch-record-failed" in line and "\n" not in line
+    base, said = _run(tmp_path, 50.0, failures=1, extra={"shared_host": True, "shared_with": ["sglang (pid 4242)"]},
+                      record_failed=True)
+    assert base is not None and len(base.get("single-stream", "decode_tok_s").sessions) == 1
+    (loud,) = [x for x in said if "WARNING" in x]
+    assert "while the host was shared (sglang (pid 4242)) in 1 measurement(s) (eagle3-tuned/single-stream)" in loud
+    _, quiet = _run(tmp_path, 100.0)
+    assert not [x for x in quiet if "WARNING" in x or "NO BASELINE" in x]

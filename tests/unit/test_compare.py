@@ -333,6 +333,8 @@ def test_few_sessions_take_the_machine_class_spread_so_a_healthy_boot_never_fail
                                class_spread=(0.06, "eagle3-tuned: 19 sessions"))
     assert cmp.verdict is not DriftVerdict.REGRESSION
     assert basis.tolerance > 0.167 and "record 2 more session(s)" in basis.note
+    # every session is kept by default: the advice is to record, not to set how many are kept
+    assert "each --update-baselines adds one" in basis.note and "--specwatch-baseline-sessions" not in basis.note
     cmp, _ = compare_mod.drift([x * 0.7 for x in healthy], one_session[0], requested=0.05, sessions=one_session,
                            class_spread=(0.06, "eagle3-tuned: 19 sessions"))
     assert cmp.verdict is DriftVerdict.REGRESSION  # a 42% slowdown still is one

@@ -141,6 +141,14 @@ def test_nccl_variables_at_tp1_are_said_to_be_unread_and_never_fail(tmp_path: Pa
     assert "what was measured is boot-to-boot luck" in verdict.reason
     assert "tuning makes it worse" in verdict.message  # the rounds' own verdict is still shown
     assert verdict.rows[0].verdict == "unread"
+    # no advice that cannot help a setting the server never reads: not more rounds, not a round spread
+    one = gates.tuned_vs_untuned(_session(tmp_path, TP1, {"tuned": [[80.0, 81.0]], "untuned": [[100.0, 99.0]]}))
+    assert one.skipped and "not judged (-19.1% in its one round)" in one.message, one.message
+    for said in (verdict.message, one.message, one.rows[0].message, verdict.rows[0].message):
+        assert "alternate_rounds" not in said and "record-rounds" not in said
+    wobbly = {"tuned": [[90.0], [110.0]], "untuned": [[100.0], [100.0]]}
+    unsure = gates.tuned_vs_untuned(_session(tmp_path, TP1, wobbly))
+    assert "unsure" in unsure.message and "more rounds" not in unsure.message, unsure.message
     # anything else that differs may be read: then the rounds decide
     other = [TP1[0], {**TP1[1], "extra_args": ["--disable-custom-all-reduce"]}]
     assert gates.tuned_vs_untuned(_session(tmp_path, other, speeds, {"tuned_tolerance": 0.05})).failed

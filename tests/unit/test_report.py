@@ -187,3 +187,28 @@ def test_from_a_real_comparison() -> None:
     assert row.verdict == cmp.verdict.value
     assert row.change == pytest.approx(cmp.ratio - 1)
     assert row.baseline_median == pytest.approx(cmp.median_reference)
+
+
+def test_a_change_whose_medians_differ_in_sign_is_marked_and_named() -> None:
+    """An A/A `ab` table printed "change +18.8%" beside medians 10% lower: the change is the paired rounds'."""
+    aa = ReportRow(key="eagle3-tuned/single-stream/decode_tok_s", n=6, median=90.0, unit="tok/s", baseline_median=100.0,
+                   change=0.188, p=0.4, verdict="no_regression", change_basis="the paired rounds'")
+    table = report.summary_table([aa, REGRESSED])
+    assert "+18.8%*" in table and "-7.9%*" not in table  # a change that agrees with its medians is unmarked
+    assert "* eagle3-tuned/single-stream/decode_tok_s: change +18.8% is the paired rounds'; the medians shown " \
+           "differ by -10.0%" in table
+    assert "+18.8%" in report.markdown_summary([aa]) and "the medians shown differ by -10.0%" in \
+        report.markdown_summary([aa])
+    assert not ReportRow(key="k", n=1, median=100.04, baseline_median=100.0, change=-0.0001).change_disagrees
+
+
+def test_a_row_its_gate_does_not_judge_is_never_a_regression() -> None:
+    reported = ReportRow(key="sgl-standalone-untuned/single-stream/cycle_ms", n=5, median=25.4, unit="ms",
+                         baseline_median=10.0, change=1.537, p=0.001, verdict="regression", higher_is_better=False,
+                         gated=False, message="cycle time rose")
+    assert not reported.is_bad
+    table = report.summary_table([reported])
+    assert "0 regression(s)" in table and "REGRESSION" not in table and "worse, not gated" in table
+    assert "no regressions" in report.markdown_summary([reported])
+    gated = ("specwatch.sgl-standalone-untuned/single-stream/cycle_ms.gated", "false")
+    assert gated in report.junit_properties(reported)

@@ -249,3 +249,23 @@ def test_both_gates_judge_the_run_on_the_machine_its_reference_names(monkeypatch
     assert specgates.accept_length_vs_baseline(session, "spec").passed
     assert specgates.cycle_cost_vs_baseline(session, "spec").passed
     assert len(asked) >= 2 and set(asked) == {"host:m1"}
+
+
+def test_the_cycle_time_the_gate_reports_beside_the_break_even_it_judges_never_reads_regression() -> None:
+    """Real SGLang 0.5.23 (CPU, STANDALONE): the header said 1 regression(s), its row
+    `.../cycle_ms ... +153.7% ... REGRESSION`, yet the cycle gate passed: the break-even it judges held."""
+    from specwatch.report.table import summary_table
+
+    rs = _recorded()
+    slow_machine = _session({**_spec(cycle_s=0.018), **_base(step_s=0.009)}, rs)
+    verdict = specgates.cycle_cost_vs_baseline(slow_machine, "spec")
+    assert verdict.passed, verdict.message
+    cycle, ratio = verdict.rows
+    assert cycle.verdict == "regression" and not cycle.gated and not cycle.is_bad  # measured worse, reported
+    assert ratio.gated and not ratio.is_bad
+    table = summary_table(verdict.rows)
+    assert table.splitlines()[0].endswith("2 result(s), 0 regression(s)")
+    assert "REGRESSION" not in table and "worse, not gated" in table
+    eager = specgates.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
+    assert eager.failed and eager.rows[1].is_bad and not eager.rows[0].is_bad  # the judged row is the regression
+    assert "2 result(s), 1 regression(s)" in summary_table(eager.rows).splitlines()[0]

@@ -131,8 +131,9 @@ def _cmd_baseline_update(args: argparse.Namespace) -> int:
     for line in said:
         print(line.replace("(asked for)", "(--replace)" if args.replace else f"(--keep-sessions {args.keep_sessions})"))
     for path in paths:
-        print(f"wrote {path}")
-        for note in load_baseline(path).resolution_notes(args.tolerance):
+        base = load_baseline(path)
+        print(f"wrote {path}: {base.added()}")
+        for note in base.resolution_notes(args.tolerance):
             print(f"warning: {note}")
     return EXIT_OK
 

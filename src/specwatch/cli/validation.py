@@ -72,8 +72,8 @@ def _cmd_baseline_check(args: argparse.Namespace) -> int:
         spread = class_spread(base, workload, metric)
         head = f"{ks.key} ({ks.unit}, {_direction(ks.higher_is_better)}): {len(ks.sessions)} session(s)"
         if len(ks.sessions) < 2:
-            print(f"{head}: nothing to hold out (needs 2 or more); record more with "
-                  f"--specwatch-baseline-sessions", flush=True)
+            print(f"{head}: nothing to hold out (needs 2 or more); record more (each --update-baselines adds a "
+                  f"session)", flush=True)
             continue
         checked += 1
         judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, spread)

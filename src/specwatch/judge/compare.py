@@ -304,8 +304,8 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
         record = "record sessions of the machine to judge by its own spread"
     else:
         head = f"only {n} recording session(s)"
-        record = (f"record {MIN_SESSIONS - n} more session(s) (--update-baselines with --specwatch-baseline-sessions "
-                  f"{MIN_SESSIONS} or more) to judge by this baseline's own spread")
+        record = (f"record {MIN_SESSIONS - n} more session(s) (each --update-baselines adds one; every session "
+                  f"is kept) to judge by this baseline's own spread")
     if class_spread is not None:
         spread, where = class_spread
         dt = stats.drift_tolerance(spread, n, alpha, known=False)

@@ -46,6 +46,9 @@ def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str
     return f"{gain.verdict.value}: {gain.gain * 100:+.1f}%", gain.verdict.value
 
 
+#: what would decide rounds that are unsure
+MORE_ROUNDS = "more rounds would decide ([gates] alternate_rounds)"
+
 @dataclass(frozen=True)
 class RoundsVerdict:
     """A relative gate judged on its rounds (each round one fresh boot of each side).
@@ -53,7 +56,9 @@ class RoundsVerdict:
     ``verdict``: pass, fail, no_effect, unsure (the rounds can neither show nor rule out what the gate
     asks) or not_judged (one round and no recorded round spread). ``ratio``: side a over side b, the
     geometric mean of the rounds' ratios; ``low``/``high`` its one-sided 1 - alpha bounds (None when not
-    judged); ``p``: the one-sided p of the direction that decided (None when not judged).
+    judged); ``p``: the one-sided p of the direction that decided (None when not judged). ``advice``: what
+    would decide it (more rounds, a recorded round spread), kept apart so that a caller for whom it cannot
+    help (settings the server never reads) leaves it out (:attr:`finding`).
     """
 
     verdict: str
@@ -62,8 +67,14 @@ class RoundsVerdict:
     high: float | None
     p: float | None
     rounds: int
-    sentence: str  # what it means, with the numbers
+    finding: str  # what it means, with the numbers
     design: str  # the rounds and where the boot-to-boot term came from
+    advice: str = ""  # what would decide it, when more rounds or a round spread would
+
+    @property
+    def sentence(self) -> str:
+        """The finding and the advice."""
+        return f"{self.finding}; {self.advice}" if self.advice else self.finding
 
     @property
     def judged(self) -> bool:
@@ -119,9 +130,9 @@ def _not_judged(ratios: Sequence[float], design: str, what: str) -> RoundsVerdic
     ratio = ratios[0] if ratios else math.nan
     shown = f" ({_pct(ratio)} in its one round)" if ratios else ""
     return RoundsVerdict(NOT_JUDGED, ratio, None, None, None, len(ratios),
-                         f"not judged{shown}: {what} needs the boot-to-boot term; set [gates] alternate_rounds = 3 "
-                         "or more (each round boots both servers afresh), or record the machine class's round "
-                         "spread (specwatch ab --record-rounds)", design)
+                         f"not judged{shown}: {what} needs the boot-to-boot term", design,
+                         "set [gates] alternate_rounds = 3 or more (each round boots both servers afresh), or record "
+                         "the machine class's round spread (specwatch ab --record-rounds)")
 
 
 def _one_sided(summary: paired.PairedRounds) -> tuple[float, float]:
@@ -149,8 +160,7 @@ def beats(ratios: Sequence[float], *, margin: float, alpha: float, prior: paired
         return RoundsVerdict("fail", ratio, low, high, below, summary.rounds,
                              f"fail: not {want} (one-sided p={below:.2g} that it falls short); {nums}", design)
     return RoundsVerdict(UNSURE, ratio, low, high, above, summary.rounds,
-                         f"unsure: {nums} can neither show nor rule out {want}; more rounds would decide "
-                         "([gates] alternate_rounds)", design)
+                         f"unsure: {nums} can neither show nor rule out {want}", design, MORE_ROUNDS)
 
 
 def tuning_rounds(ratios: Sequence[float], *, tolerance: float, min_effect: float, alpha: float,
@@ -168,8 +178,8 @@ def tuning_rounds(ratios: Sequence[float], *, tolerance: float, min_effect: floa
     nums = f"{names[0]}/{names[1]} {_num(r)} [{_num(lo)}, {_num(hi)}] over {summary.rounds} round(s)"
     size = f"{min_effect * 100:g}%"
 
-    def verdict(kind: str, p: float, text: str) -> RoundsVerdict:
-        return RoundsVerdict(kind, r, lo, hi, p, summary.rounds, f"{text}; {nums}", design)
+    def verdict(kind: str, p: float, text: str, advice: str = "") -> RoundsVerdict:
+        return RoundsVerdict(kind, r, lo, hi, p, summary.rounds, f"{text}; {nums}", design, advice)
 
     if worse < alpha and r < 1 - tolerance:
         return verdict("fail", worse, f"tuning makes it worse: {_pct(r)}, beyond the {tolerance:.0%} tolerance "
@@ -183,7 +193,7 @@ def tuning_rounds(ratios: Sequence[float], *, tolerance: float, min_effect: floa
         return verdict("no_effect", worse, f"no measurable effect: {_pct(r)}; the bound rules out harm beyond "
                                            f"the {tolerance:.0%} tolerance")
     return verdict(UNSURE, worse, f"unsure: {_pct(r)} can neither be shown nor ruled out as harm beyond the "
-                                  f"{tolerance:.0%} tolerance; more rounds would decide ([gates] alternate_rounds)")
+                                  f"{tolerance:.0%} tolerance", MORE_ROUNDS)
 
 
 #: what only NCCL reads: a server of one rank runs no collective, so NCCL is never initialised for one

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from specwatch.errors import InfraError, RequestRejected
+from specwatch.judge.levels import DecodeWindow
 
 T = TypeVar("T")
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
@@ -76,6 +77,14 @@ class Generation:
         """Tokens after the first per second after the first token (TTFT excluded)."""
         span = self.e2e_s - self.ttft_s
         return (self.completion_tokens - 1) / span if span > 0 and self.completion_tokens > 1 else 0.0
+
+    @property
+    def decode_window(self) -> DecodeWindow | None:
+        """Its decode window (:class:`~specwatch.judge.levels.DecodeWindow`); None when it was not streamed."""
+        if not self.first_chunk_tokens:
+            return None
+        reads = sum(1 for n in self.chunk_tokens if n)
+        return DecodeWindow(self.e2e_s - self.ttft_s, self.completion_tokens - 1, reads)
 
     @property
     def itl_s(self) -> list[float]:

@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specwatch.judge import speculative
-from specwatch.judge.levels import LEVEL_METRICS, RequestTiming, itl_note, mean_itl, serving_metrics
+from specwatch.judge.levels import (
+    LEVEL_METRICS,
+    RequestTiming,
+    itl_note,
+    mean_itl,
+    serving_metrics,
+    typical_interval,
+    unmeasured_decode,
+)
 from specwatch.load import gpuclock
 from specwatch.load.client import Client, Generation
 from specwatch.load.openai_client import client_for
@@ -44,6 +52,8 @@ METRICS: dict[str, tuple[str, bool]] = {
     "mean_itl_ms": ("ms", False),  # the mean inter-token latency (bench_serving's mean_itl_ms), not the median
     "e2e_s": ("s", False),
 }
+#: the metric a run without a measurable decode window is no sample of (:meth:`Measurement.decode_dropped`)
+DECODE = "decode_tok_s"
 
 
 @dataclass
@@ -87,18 +97,44 @@ class Measurement:
     neighbours: tuple[str, ...] = ()
 
     def samples(self, metric: str) -> list[float]:
-        """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``)."""
+        """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for
+        ``decode_tok_s``, the runs without a measurable decode window left out (:meth:`decode_dropped`)."""
         if metric in LEVEL_METRICS and metric not in METRICS:
             return [float(r.serving.get(metric, math.nan)) for r in self.runs]
-        return [float(getattr(r, metric)) for r in self.runs]
+        dropped = self.decode_dropped() if metric == DECODE else {}
+        return [float(getattr(r, metric)) for i, r in enumerate(self.runs) if i not in dropped]
 
     def by_boot(self, metric: str) -> list[list[float]]:
         """:meth:`samples` split by the boot each run was measured on (one list for one boot)."""
-        xs, out = self.samples(metric), []
+        dropped = self.decode_dropped() if metric == DECODE else {}
+        xs = [(i, float(r.serving.get(metric, math.nan)) if metric in LEVEL_METRICS and metric not in METRICS
+               else float(getattr(r, metric))) for i, r in enumerate(self.runs)]
+        out = []
         for n in self.boots or (len(xs),):
-            out.append(xs[:n])
+            out.append([x for i, x in xs[:n] if i not in dropped])
             xs = xs[n:]
         return out
+
+    def decode_dropped(self) -> dict[int, str]:
+        """The runs (by index) that are no ``decode_tok_s`` sample, and why: a request of the run had no measurable
+        decode window (:func:`specwatch.judge.levels.unmeasured_decode`); runs without streamed requests are kept."""
+        windows = [[g.decode_window for g in r.generations] for r in self.runs]
+        typical = typical_interval([w for run in windows for w in run if w is not None])
+        out = {}
+        for i, run in enumerate(windows):
+            why = next((w for w in (unmeasured_decode(x, typical) for x in run if x is not None) if w), "")
+            if why:
+                out[i] = why
+        return out
+
+    def dropped_note(self, metric: str = "") -> str:
+        """One line saying which runs ``decode_tok_s`` leaves out, and why ("" when none, or for another metric)."""
+        dropped = self.decode_dropped() if metric in ("", DECODE) else {}
+        if not dropped:
+            return ""
+        first = next(iter(dropped))
+        return (f"{len(dropped)} of {len(self.runs)} run(s) of {self.profile} {self.workload.name} left out of "
+                f"{DECODE} (run {', '.join(str(i + 1) for i in dropped)}): run {first + 1}: {dropped[first]}")
 
     @property
     def generations(self) -> list[Generation]:
@@ -282,6 +318,9 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
             note(f"{', '.join(s.server.profile.name for s in sides)} {wl.name}: the host was shared during the runs "
                  f"({shown}); their load is in these numbers")
         for side in sides:  # said once per measurement: which runs streamed in bursts, and what it means
+            dropped = Measurement(side.server.profile.name, wl, side.runs, None, None, {}, {}, [], 0.0).dropped_note()
+            if dropped:
+                note(dropped)
             bursty = [r.itl_note for r in side.runs if r.itl_note]
             if bursty:
                 note(f"{side.server.profile.name} {wl.name}: {len(bursty)} of {len(side.runs)} run(s): {bursty[0]}")

@@ -28,9 +28,12 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 class ReportRow:
     """One result key with its comparison, as the renderers need it.
 
-    ``ci_low``/``ci_high`` bound the median (same unit); ``change`` is the relative change of
-    medians against the baseline (+0.05 = 5 % higher); ``verdict`` is a plain string such as
-    "regression", "improvement", "no_change", "inconclusive", "noisy" or "new".
+    ``ci_low``/``ci_high`` bound the median (same unit); ``change`` is the relative change against the
+    baseline (+0.05 = 5 % higher): of the medians, unless ``change_basis`` names another estimate (the
+    paired rounds of a relative gate); ``verdict`` is a plain string such as "regression", "improvement",
+    "no_change", "inconclusive", "noisy" or "new". ``gated``: whether the gate that made the row fails on
+    its verdict; the gate decides (a key it reports beside the one it judges is not), and a row that is
+    not gated is never a regression (:attr:`is_bad`). ``dropped``: runs left out of the samples, and why.
     """
 
     key: str
@@ -50,10 +53,29 @@ class ReportRow:
     nodeid: str = ""  # the pytest test that measured it, if any
     message: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    gated: bool = True
+    change_basis: str = ""
+    dropped: str = ""
 
     @property
     def is_bad(self) -> bool:
-        return self.verdict in BAD_VERDICTS
+        """A regression that its gate judges (a reported key that got worse is not one)."""
+        return self.gated and self.verdict in BAD_VERDICTS
+
+    @property
+    def medians_change(self) -> float | None:
+        """The relative change of the median against the baseline's median (None without both)."""
+        if self.baseline_median is None or not self.baseline_median or math.isnan(self.median):
+            return None
+        return self.median / self.baseline_median - 1
+
+    @property
+    def change_disagrees(self) -> bool:
+        """Whether the change shown and the medians shown differ in sign (by more than rounding)."""
+        other = self.medians_change
+        if self.change is None or other is None:
+            return False
+        return round(self.change * 1000) * round(other * 1000) < 0
 
     @classmethod
     def from_comparison(
@@ -133,8 +155,38 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
-def fmt_verdict(verdict: str) -> str:
-    return verdict.replace("_", " ").upper() if verdict in BAD_VERDICTS else verdict.replace("_", " ")
+#: what a verdict reads as on a row its gate reports and does not judge
+_REPORTED = {"regression": "worse", "improvement": "better"}
+
+
+def fmt_verdict(verdict: str, gated: bool = True) -> str:
+    """A verdict as the table shows it: a regression in capitals; on a row that is not gated, what it
+    measured and "not gated" (never a regression)."""
+    text = verdict.replace("_", " ")
+    if not gated:
+        return f"{_REPORTED.get(verdict, text)}, not gated"
+    return text.upper() if verdict in BAD_VERDICTS else text
+
+
+def fmt_row_change(row: ReportRow) -> str:
+    """The change cell: the change, marked ``*`` when its sign differs from its medians' (a note says why)."""
+    return fmt_change(row.change) + ("*" if row.change_disagrees else "")
+
+
+def change_notes(rows: Sequence[ReportRow]) -> list[str]:
+    """One line per row whose change and medians differ in sign: which estimate the change is."""
+    out = []
+    for r in rows:
+        if r.change_disagrees:
+            basis = r.change_basis or "the verdict's own estimate, not the medians'"
+            out.append(f"  * {r.key}: change {fmt_change(r.change)} is {basis}; the medians shown differ by "
+                       f"{fmt_change(r.medians_change)}")
+    return out
+
+
+def dropped_notes(rows: Sequence[ReportRow]) -> list[str]:
+    """One line per row that left runs out of its samples, saying why."""
+    return [f"  {r.key}: {r.dropped}" for r in rows if r.dropped]
 
 
 COLUMNS = ("test/key", "n", "median ± CI", "unit", "baseline", "change", "tol", "p", "verdict")
@@ -151,10 +203,10 @@ def _cells(row: ReportRow) -> tuple[str, ...]:
         fmt_median_ci(row),
         row.unit,
         fmt_num(row.baseline_median),
-        fmt_change(row.change),
+        fmt_row_change(row),
         fmt_tolerance(row.tolerance),
         fmt_p(row.p),
-        fmt_verdict(row.verdict),
+        fmt_verdict(row.verdict, row.gated),
     )
 
 
@@ -179,6 +231,7 @@ def summary_table(rows: Sequence[ReportRow], title: str = "specwatch results") -
            "  ".join("-" * w for w in widths)]
     out += [line(c) for c in cells[1:]]
     out += [f"  {r.key}: {r.message}" for r in rows if r.is_bad and r.message]
+    out += change_notes(rows) + dropped_notes(rows)
     return "\n".join(out)
 
 
@@ -208,6 +261,7 @@ def markdown_summary(rows: Sequence[ReportRow], title: str = "specwatch results"
     for r in bad:
         if r.message:
             out.append(f"- `{_md_escape(r.key)}`: {_md_escape(r.message)}")
+    out += [f"- {_md_escape(line.strip())}" for line in change_notes(rows) + dropped_notes(rows)]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -231,6 +285,7 @@ def junit_properties(row: ReportRow, prefix: str = "specwatch") -> list[tuple[st
     base = f"{prefix}.{row.key}"
     values: list[tuple[str, Any]] = [
         ("verdict", row.verdict),
+        ("gated", row.gated),
         ("n", row.n),
         ("median", row.median),
         ("unit", row.unit),
@@ -356,6 +411,7 @@ def _metadata(row: ReportRow, group: str | None) -> Any:
         "samples": list(row.samples),
         "higher_is_better": row.higher_is_better,
         "verdict": row.verdict,
+        "gated": row.gated,
         "baseline_median": row.baseline_median,
         "change": row.change,
         "p": row.p,

@@ -124,7 +124,8 @@ def report(outcome: Rounds, out: TextIO) -> int:
 
     rows = [ReportRow(key=k.key, n=k.n, median=k.head_median, unit=k.unit, baseline_median=k.base_median,
                       change=k.rounds.ratio - 1, p=k.rounds.p, verdict=k.verdict, tolerance=k.tolerance,
-                      higher_is_better=k.higher_is_better, message=k.message)
+                      higher_is_better=k.higher_is_better, message=k.message,
+                      change_basis="the paired rounds' (head/base in each round, their geometric mean)")
             for k in outcome.keys]
     print(summary_table(rows, title=f"specwatch ab: head against base, {outcome.rounds} alternating rounds, "
                                     f"tolerance {tolerances(outcome.plans) if outcome.plans else '-'}"), file=out)

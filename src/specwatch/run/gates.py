@@ -39,6 +39,8 @@ LEVEL_METRIC = "output_throughput"
 #: The gates' names (``Verdict.name``).
 FLOOR, DRIFT, SPEC_VS_BASELINE, TUNED_VS_UNTUNED = "floor", "drift", "speculation beats baseline", "tuned vs untuned"
 SPEC_BY_LEVEL = "speculation by load level"
+#: what a relative gate's change is (the table says it when the medians of all runs differ in sign)
+PAIRED_BASIS = "the paired rounds' (the geometric mean of each round's ratio, each round a fresh boot of both)"
 
 
 def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
@@ -138,6 +140,7 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
                                     median_ci=_ci(current), extra={"reference": ref.source,
                                                                     "tolerance_basis": basis.note})
+    row = replace(row, dropped=m.dropped_note(metric))
     msg = f"{prof.name} {workload} {metric} vs {ref.source}: {cmp.message}\n{basis.note}"
     if ref.note:
         msg += f"\nbaseline: {ref.note}"
@@ -159,12 +162,15 @@ def _round_prior(session: Session, server: str, workload: str) -> tuple[RoundPri
     return spread.prior_for(f"{server}/{workload}/{DECODE_METRIC}")
 
 
-def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str) -> ReportRow:
-    """The table row of a relative gate: side a's runs, side b's median, the rounds' ratio and verdict."""
+def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str,
+                *sides: Measurement) -> ReportRow:
+    """The table row of a relative gate: side a's runs, side b's median, the rounds' ratio and verdict; the runs
+    that ``sides`` left out of their decode tok/s, said."""
     return ReportRow(key=key, n=len(a), median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0],
                      ci_high=_ci(a)[1], baseline_median=statistics.median(b), change=judged.ratio - 1, p=judged.p,
                      verdict=verdict, samples=tuple(a), message=judged.sentence,
-                     extra={"rounds": judged.rounds, "round_design": judged.design})
+                     extra={"rounds": judged.rounds, "round_design": judged.design}, change_basis=PAIRED_BASIS,
+                     dropped="; ".join(n for m in sides if (n := m.dropped_note(DECODE_METRIC))))
 
 
 @recorded
@@ -185,7 +191,7 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
                           margin=session.profiles.gates.spec_margin, alpha=session.config.alpha, prior=prior,
                           source=source, names=(spec_p.name, base_p.name))
     row = _paired_row(f"{spec_p.name} vs {base_p.name} ({workload}, decode tok/s)", spec.samples(DECODE_METRIC),
-                      base.samples(DECODE_METRIC), judged, judged.verdict)
+                      base.samples(DECODE_METRIC), judged, judged.verdict, spec, base)
     lines = [judged.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
     if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "\n".join(lines), rows=[row])
@@ -227,12 +233,14 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
                                   alpha=session.config.alpha, prior=prior, source=source, names=(t_p.name, u_p.name))
     unread = unread_difference(t_p, u_p)
     row = _paired_row(f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", tuned.samples(DECODE_METRIC),
-                      untuned.samples(DECODE_METRIC), judged, "unread" if unread else judged.verdict)
+                      untuned.samples(DECODE_METRIC), judged, "unread" if unread else judged.verdict, tuned,
+                      untuned)
     lines = [judged.message, *_findings_text(session, t_p.name, u_p.name)]
-    if unread:
+    if unread:  # no advice: more rounds or a round spread cannot help a setting the server never reads
         expects = "; gates.expect_tuning_effect cannot hold here" if gates.expect_tuning_effect else ""
+        measured = [judged.finding, judged.design, *lines[1:]]
         return Verdict(TUNED_VS_UNTUNED, Status.SKIP, f"nothing to gate: {unread}{expects}; what was measured is "
-                       "boot-to-boot luck:\n" + "\n".join(lines), rows=[row])
+                       "boot-to-boot luck:\n" + "\n".join(measured), rows=[replace(row, message=judged.finding)])
     if judged.verdict == "fail":
         return Verdict(TUNED_VS_UNTUNED, Status.FAIL, "tuning made things worse:\n" + "\n".join(lines), rows=[row])
     if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):

@@ -149,6 +149,8 @@ OPTIONS: tuple[Option, ...] = (
            "included (default: every session; a second --update-baselines adds one)", _positive_int, None),
     Option("replace_baselines", "with --update-baselines: replace each baseline with this run's session, dropping "
            "its earlier sessions (said in one line)", _bool, False, True),
+    Option("record_failed", "with --update-baselines: record even when a test of this run failed (by default a run "
+           "with a failed test records no baseline, said in one line)", _bool, False, True),
     Option("results", "write this run's results file (JSON) here"),
     Option("reference", "compare against this results file instead of stored baselines"),
     Option("history", "history to append results to: a SQLite file, or postgresql://user@host/db for one "
@@ -189,6 +191,7 @@ class Config:
     update_baselines: bool = DEFAULTS["update_baselines"]
     baseline_sessions: int | None = DEFAULTS["baseline_sessions"]
     replace_baselines: bool = DEFAULTS["replace_baselines"]
+    record_failed: bool = DEFAULTS["record_failed"]
     results: str | None = DEFAULTS["results"]
     reference: str | None = DEFAULTS["reference"]
     history: str = DEFAULTS["history"]

@@ -256,6 +256,8 @@ def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = SINGL
                                                         median_ci=stats.bootstrap_median_ci(list(rows[i].samples))),
                               extra=rows[i].extra)
     judged = rcmp if rcmp is not None else cmp
+    # the table asks the gate which row it judged: the other is reported beside it, never a regression
+    rows = [replace(r, gated=got is judged) for r, got in zip(rows, (cmp, rcmp), strict=False)]
     if judged is None:
         health["verdict"] = "not judged"
         return _no_reference(CYCLE_GATE, session, prof.name, "\n".join(lines), rows)

@@ -42,8 +42,9 @@ def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, A
             samples = m.samples(metric)
             if any(math.isnan(x) for x in samples):
                 continue  # not reported by this server (accept length) or not defined (ITL of 1-token outputs)
-            rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher,
-                               samples=samples, extra=extra))
+            said = m.dropped_note(metric)
+            rs.add(Result.make(profile, workload, metric, unit=unit, higher_is_better=higher, samples=samples,
+                               extra={**extra, "dropped_runs": said} if said else extra))
         for result in specread.results(profile, workload, m, extra):  # accept length, cycle cost
             rs.add(result)
     return rs
@@ -141,6 +142,8 @@ def note_lines(findings: Iterable[Any], measurements: Mapping[tuple[str, str], A
         if not f.ok:
             lines.append(f"[{f.check}] {f.profile}: {f.summary.splitlines()[0]}")
     for (profile, workload), m in sorted(measurements.items()):
+        if said := getattr(m, "dropped_note", str)():
+            lines.append(f"note: {said}")
         if m.client_overhead > CLIENT_OVERHEAD_LIMIT:
             lines.append(f"warning: the client's own parsing took {m.client_overhead:.1%} of a run of {profile} "
                          f"{workload} (limit {CLIENT_OVERHEAD_LIMIT:.0%}): its numbers include client time")
@@ -194,7 +197,10 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
             written.append(target)
         else:  # a database, not a file: named here, not among the files written
             progress(f"specwatch wrote this run to the history {hist.where}")
-    if cfg.update_baselines:
+    refused = baseline_refusal(record, cfg)
+    if refused:
+        progress(refused)
+    elif cfg.update_baselines:
         from specwatch.store.baseline import BaselineStore, load_baseline
 
         said: list[str] = []  # one line per baseline whose earlier sessions were dropped (asked for)
@@ -203,11 +209,12 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
             said=said)
         for line in said:
             progress(f"specwatch: {line.replace('(asked for)', _asked(cfg))}")
-        for warning in baseline_quality(rs):
+        for warning in [*loaded_host(rs), *baseline_quality(rs)]:
             progress(warning)
         for path in written:
             if path.suffix == ".json" and path.parent.parent == cfg.path(cfg.baseline_dir):
                 base = load_baseline(path)
+                progress(f"specwatch: baseline {path}: {base.added()}")
                 for note in base.resolution_notes(tolerance_for(base.profile), cfg.alpha):
                     progress(note)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -220,6 +227,33 @@ def _asked(cfg: Config) -> str:
     if cfg.replace_baselines:
         return "(--specwatch-replace-baselines)"
     return f"(--specwatch-baseline-sessions {cfg.baseline_sessions})"
+
+
+def baseline_refusal(record: RunRecord, cfg: Config) -> str:
+    """Why this run records no baseline ("" when it does): with --update-baselines, a test of the run failed
+    (its floor, a check: a neighbour's load or a broken server would become the reference), unless
+    --specwatch-record-failed asks for it anyway."""
+    if not cfg.update_baselines or not record.verdict_failures or cfg.record_failed:
+        return ""
+    failed = [r.key for r in record.rows if r.verdict in ("fail", "regression") and r.gated]
+    named = f" ({', '.join(failed[:3])}{f' and {len(failed) - 3} more' if len(failed) > 3 else ''})" if failed else ""
+    return (f"specwatch: NO BASELINE RECORDED: {record.verdict_failures} test(s) of this run failed{named}, and a "
+            "failed run would become the reference; fix the cause and record again, or record it anyway with "
+            "--specwatch-record-failed")
+
+
+def loaded_host(rs: ResultSet) -> list[str]:
+    """The loud line of a baseline recorded from measurements that shared the host (other xdist workers, other
+    inference servers or GPU processes): their load is in the baseline."""
+    shared = sorted({r.profile + "/" + r.workload for r in rs.results if r.extra.get("shared_host")})
+    if not shared:
+        return []
+    others = list(dict.fromkeys(n for r in rs.results for n in r.extra.get("shared_with") or ()))
+    what = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "") or "other xdist workers"
+    return [f"specwatch: WARNING: recorded into the baselines while the host was shared ({what}) in "
+            f"{len(shared)} measurement(s) ({', '.join(shared[:3])}{' ...' if len(shared) > 3 else ''}): their "
+            "load is in the baseline, which later runs on a quiet host will look fast against; re-record on a quiet "
+            "host (--specwatch-replace-baselines drops these sessions)"]
 
 
 def baseline_quality(rs: ResultSet, noisy_cv: float = 0.05, outlier_mads: float = 4.0) -> list[str]:

@@ -242,6 +242,15 @@ class Baseline:
         """The metric '<workload>/<metric>', or None."""
         return self.metrics.get(f"{workload}/{metric}")
 
+    def added(self) -> str:
+        """What its last session added (a baseline update says it): its number, its machine (:func:`session_machine`),
+        that machine's sessions and all, and the keys."""
+        kept = max((m.sessions for m in self.metrics.values()), key=len, default=[]) or [{}]
+        machine = session_machine(kept[-1])
+        mine = sum(1 for s in kept if session_machine(s) == machine)
+        return (f"added session {len(kept)} ({machine}; {mine} session(s) of that machine, {len(kept)} in all), "
+                f"{len(self.metrics)} key(s)")
+
     def reference(self, result: Result) -> BaselineMetric | None:
         """The stored metric matching a current result (same workload and metric)."""
         return self.get(result.workload, result.metric)
