@@ -6,6 +6,9 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1  # a check or gate failed: the thing under test is slower or wrong
 EXIT_USAGE = 2  # bad flags, a broken profile file, a missing baseline directory
 EXIT_INFRA = 3  # the harness could not measure: a server failed to boot, a port never opened
+#: `specwatch ab` only: head shown slower than base, but not beyond the tolerance (a finding, not noise);
+#: 6, clear of pytest's own 0-5 and of git bisect's 125
+EXIT_SLOWER = 6
 
 
 class SpecwatchError(Exception):

@@ -129,11 +129,12 @@ def test_the_simulation_is_the_rule_ab_applies() -> None:
     rows = np.exp(np.random.default_rng(5).normal(math.log(0.97), 0.025, size=(150, DESIGN.last)))
     code, used = sequential.run_paths(np.log(rows), prior, 0.04, DESIGN)
     names = {sequential.REGRESSION: rounds.REGRESSION, sequential.NO_REGRESSION: rounds.NO_REGRESSION,
-             sequential.UNDECIDED: rounds.UNSURE}
+             sequential.UNDECIDED: rounds.UNSURE, sequential.SLOWER: rounds.SLOWER}
     for r, c, u in zip(rows, code, used, strict=True):
         _, verdict, _, decided = rounds.judge_key(list(r), True, plan, DESIGN)
         assert verdict == names[int(c)]
         assert (decided or DESIGN.last) == u
+    assert sequential.SLOWER in code  # the rows include slower ones: both owners call them alike
 
 
 # --------------------------------------------------------------------------------------------

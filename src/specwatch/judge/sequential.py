@@ -7,7 +7,9 @@ is looked at, and it stops at the first look where it crosses a boundary:
   nominal level ``alpha_k``, is below 1) and its estimate is worse than the tolerance;
 * **no regression**: the one-sided lower bound, at this look's nominal level ``miss_k``, rules
   out a slowdown beyond the tolerance;
-* neither by the last look: **unsure**.
+* neither by the last look, but the upper bound at the last look's ``alpha_k`` is below 1:
+  **slower**, a real slowdown that is not shown beyond the tolerance (nor ruled out beyond it);
+* neither by the last look, and not shown slower: **unsure**.
 
 The nominal levels come from Lan-DeMets alpha spending (:func:`spent`): the false-alarm rate
 (a healthy head called a regression) summed over all looks is at most ``alpha``, and the rate of
@@ -16,7 +18,9 @@ are computed for the z statistic of independent rounds (information ``n / last``
 numerical integration of Armitage, McPherson and Rowe (Jennison and Turnbull, *Group Sequential
 Methods*, ch. 19), then read on Student's t with the look's degrees of freedom at the same nominal
 level (J&T ch. 11). Each boundary is non-binding for the other test, so stopping for one never
-raises the error rate of the other.
+raises the error rate of the other. "Slower" reads the same upper bound as "regression" without
+the tolerance, so a healthy head (no change) is called a regression *or* slower at most ``alpha``
+over all looks: the regression boundary, crossed at some look, is what both need.
 
 The round-to-round variance is pooled with a prior (:class:`~specwatch.judge.paired.RoundPrior`,
 a moderated t): the round spread of earlier A/B runs of the machine class (worth at most
@@ -55,8 +59,8 @@ MAX_LOOKS = 64
 #: heavier-tailed than normal (kurtosis 7-9 on h200x1), and at 39 df the replayed false-alarm
 #: rate of h200x1's own rounds was 1.7 % against an alpha of 1 %; at 20 it is within alpha
 MAX_PRIOR_DF = 20
-#: codes of one look's outcome
-UNDECIDED, NO_REGRESSION, REGRESSION = -1, 0, 1
+#: codes of one look's outcome; SLOWER only at the last look
+UNDECIDED, NO_REGRESSION, REGRESSION, SLOWER = -1, 0, 1, 2
 #: the share of simulated verdicts that "19 times in 20" asks for
 POWER = 0.95
 
@@ -158,7 +162,7 @@ class Look:
     """One look at rows of oriented log ratios (> 0: head better): per row its outcome and bounds."""
 
     rounds: int
-    code: np.ndarray  # REGRESSION, NO_REGRESSION or UNDECIDED
+    code: np.ndarray  # REGRESSION, NO_REGRESSION, SLOWER (last look only) or UNDECIDED
     mean: np.ndarray  # mean log ratio
     low: np.ndarray  # lower bound at the look's miss level (what "no regression" reads)
     high: np.ndarray  # upper bound at the look's alpha level (what "regression" reads)
@@ -194,13 +198,15 @@ def look(x: np.ndarray, prior: RoundPrior | None, tolerance: float, design: Desi
     code = np.full(x.shape[0], UNDECIDED)
     code[low > edge] = NO_REGRESSION
     code[(high < 0) & (mean < edge)] = REGRESSION
+    if n == design.last:
+        code[(code == UNDECIDED) & (high < 0)] = SLOWER
     return Look(n, code, mean, low, high, p, sd, pooled, int(df))
 
 
 def run_paths(x: np.ndarray, prior: RoundPrior | None, tolerance: float, design: Design) -> tuple[np.ndarray,
                                                                                                    np.ndarray]:
     """(outcome, rounds used) of each row of ``x`` (rows x ``design.last`` oriented log ratios) when
-    every row stops at its first decided look; rows never decided end UNDECIDED at the last look."""
+    every row stops at its first decided look; rows never decided end SLOWER or UNDECIDED at the last look."""
     x = np.atleast_2d(np.asarray(x, dtype=float))
     out = np.full(x.shape[0], UNDECIDED)
     used = np.full(x.shape[0], design.last)
@@ -282,5 +288,5 @@ def nice_tolerance(value: float) -> float:
 
 
 __all__ = ["DEFAULT_MISS", "DEFAULT_PRIOR", "MAX_LOOKS", "MAX_PRIOR_DF", "NO_REGRESSION", "OBRIEN_FLEMING",
-           "POCOCK", "POWER", "REGRESSION", "SPENDING", "UNDECIDED", "Design", "Look", "detectable", "draws", "look",
-           "nice_tolerance", "resolvable_tolerance", "run_paths", "spent"]
+           "POCOCK", "POWER", "REGRESSION", "SLOWER", "SPENDING", "UNDECIDED", "Design", "Look", "detectable", "draws",
+           "look", "nice_tolerance", "resolvable_tolerance", "run_paths", "spent"]

@@ -8,7 +8,10 @@ boot share that boot's luck (boot-to-boot differences of 5-13 % on one H200, ten
 shared 2-core VM), so a round, one fresh boot of each side, is the independent sample, as in
 ``specwatch ab``: the rounds' ratios are judged with :func:`specwatch.judge.paired.paired_rounds`,
 their round-to-round spread pooled with the one recorded for the machine class when there is one.
-One round with no recorded spread cannot tell a change from a lucky boot: it is not judged.
+One round with no recorded spread (a first run on a new host) is judged by :func:`beats` only against
+a conservative boot-to-boot term scaled from the runs' own within-boot spread
+(:func:`first_round_spread`): it decides a difference that is large against that noise, and otherwise
+says in one line how many rounds would decide it, or that none in reach would.
 """
 
 from __future__ import annotations
@@ -18,13 +21,27 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from scipy import stats as _sps
+
 from specwatch.judge import compare, paired
 
-__all__ = ["NOT_JUDGED", "UNSURE", "RoundsVerdict", "beats", "round_ratios", "tuning_effect", "tuning_rounds",
-           "unread_difference"]
+__all__ = ["FIRST_ROUND_BOOT_FACTOR", "FIRST_ROUND_MIN_BOOT", "MAX_ADVISED_ROUNDS", "NOT_JUDGED", "UNSURE",
+           "RoundsVerdict", "beats", "first_round_spread", "round_ratios", "rounds_to_decide", "tuning_effect",
+           "tuning_rounds", "unread_difference"]
 
 #: the verdicts of :class:`RoundsVerdict` beyond pass / fail / no_effect
 UNSURE, NOT_JUDGED = "unsure", "not_judged"
+#: one round and no recorded round spread: the boot-to-boot term of the round's log ratio, as a multiple of
+#: the runs' own within-boot spread. Chosen on the shipped baselines' sessions: two sessions of one profile
+#: recorded within an hour stand for two boots of one round of an A/A. At 4 such pairs are decided (pass or
+#: fail at margin 0, alpha 0.01) 0/16 on cpu-2core, 2/122 on h200x1, 0/20 on h200x2-nvlink: 1.3 %, within
+#: 2 x alpha; at 3, 6/122 on h200x1 (docs/reference/statistics.md)
+FIRST_ROUND_BOOT_FACTOR = 4.0
+#: ... and never below 2 % (above the smallest recorded round spread, h200x1's 1.26 %)
+FIRST_ROUND_MIN_BOOT = 0.02
+#: the most rounds an undecided verdict may advise; beyond it, it says that no number in reach decides
+MAX_ADVISED_ROUNDS = 10
 
 
 def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str]:
@@ -135,6 +152,73 @@ def _not_judged(ratios: Sequence[float], design: str, what: str) -> RoundsVerdic
                          "the machine class's round spread (specwatch ab --record-rounds)")
 
 
+def _robust_sd(logs: np.ndarray) -> float:
+    """SD of log samples, from their median absolute deviation (one burst run cannot blow it up), else the
+    plain SD when the MAD is 0."""
+    mad = float(np.median(np.abs(logs - np.median(logs)))) * 1.4826
+    return mad if mad > 0 else float(logs.std(ddof=1))
+
+
+def first_round_spread(a_runs: Sequence[float], b_runs: Sequence[float]) -> tuple[float, float, float] | None:
+    """(total, boot term, within term) of one round's log ratio a/b, or None without 2 positive runs a side.
+
+    The within term is the standard error of the two boots' log medians from their own runs; the
+    boot-to-boot term, which one round cannot see, is :data:`FIRST_ROUND_BOOT_FACTOR` times the runs'
+    pooled spread, at least :data:`FIRST_ROUND_MIN_BOOT`."""
+    la = np.log(np.asarray([x for x in a_runs if x > 0 and math.isfinite(x)], dtype=float))
+    lb = np.log(np.asarray([x for x in b_runs if x > 0 and math.isfinite(x)], dtype=float))
+    if la.size < 2 or lb.size < 2:
+        return None
+    sa, sb = _robust_sd(la), _robust_sd(lb)
+    within = math.sqrt(sa**2 / la.size + sb**2 / lb.size)
+    boot = max(FIRST_ROUND_BOOT_FACTOR * math.sqrt((sa**2 + sb**2) / 2), FIRST_ROUND_MIN_BOOT)
+    return math.sqrt(boot**2 + within**2), boot, within
+
+
+def rounds_to_decide(distance: float, spread: float, alpha: float) -> int | None:
+    """The fewest rounds (2 to :data:`MAX_ADVISED_ROUNDS`) whose one-sided t bound at ``alpha`` clears a log
+    ``distance`` at a round spread ``spread``, if the distance holds; None when none does."""
+    for n in range(2, MAX_ADVISED_ROUNDS + 1):
+        if abs(distance) > float(_sps.t.isf(alpha, n - 1)) * spread / math.sqrt(n):
+            return n
+    return None
+
+
+def _first_round(ratio: float, runs: tuple[Sequence[float], Sequence[float]], target: float, alpha: float,
+                 names: tuple[str, str], want: str) -> RoundsVerdict | None:
+    """One round, no recorded spread: pass or fail when the round's ratio clears ``target`` by more than the
+    noise :func:`first_round_spread` assumes; else unsure, saying in one line what would decide it."""
+    found = first_round_spread(*runs)
+    if found is None:
+        return None
+    total, boot, within = found
+    z = float(_sps.norm.isf(alpha))
+    low, high = ratio * math.exp(-z * total), ratio * math.exp(z * total)
+    distance = math.log(ratio / target)
+    design = (f"{names[0]}/{names[1]} in one round (a fresh boot of both): {ratio:.3f}; no round spread recorded "
+              f"for this machine class, so a first-round boot-to-boot term "
+              f"{boot:.1%} ({FIRST_ROUND_BOOT_FACTOR:g}x the runs' own spread, at least {FIRST_ROUND_MIN_BOOT:.0%})"
+              f" and the runs' {within:.1%}: {total:.1%}, at one-sided alpha {alpha:g}")
+    nums = f"{names[0]}/{names[1]} {_num(ratio)} [{_num(low)}, {_num(high)}] in one round"
+    if low > target:
+        p = float(_sps.norm.sf(distance / total))
+        return RoundsVerdict("pass", ratio, low, high, p, 1, f"pass: {want} (one-sided p={p:.2g}); {nums}", design)
+    if high < target:
+        p = float(_sps.norm.cdf(distance / total))
+        return RoundsVerdict("fail", ratio, low, high, p, 1,
+                             f"fail: not {want} (one-sided p={p:.2g} that it falls short); {nums}", design)
+    n = rounds_to_decide(distance, total, alpha)
+    if n is not None:
+        what = (f"[gates] alternate_rounds = {n} would decide it if the rounds spread as assumed (or record the "
+                f"class's round spread: specwatch ab --record-rounds)")
+    else:
+        what = (f"{_pct(ratio / target)} from the margin is within this noise: no number of rounds up to "
+                f"{MAX_ADVISED_ROUNDS} would decide it")
+    return RoundsVerdict(UNSURE, ratio, low, high, float(_sps.norm.sf(distance / total)), 1,
+                         f"unsure: {nums} can neither show nor rule out {want} against the noise one round "
+                         f"assumes; {what}", design)
+
+
 def _one_sided(summary: paired.PairedRounds) -> tuple[float, float]:
     """(p that a is below b, p that a is above b), one-sided, from the two-sided p of the log mean."""
     half = summary.p / 2
@@ -142,14 +226,18 @@ def _one_sided(summary: paired.PairedRounds) -> tuple[float, float]:
 
 
 def beats(ratios: Sequence[float], *, margin: float, alpha: float, prior: paired.RoundPrior | None = None,
-          source: str = "", names: tuple[str, str] = ("a", "b")) -> RoundsVerdict:
+          source: str = "", names: tuple[str, str] = ("a", "b"),
+          runs: tuple[Sequence[float], Sequence[float]] | None = None) -> RoundsVerdict:
     """Judge "a ≥ b × (1 + margin)" on per-round ratios a/b: pass when the one-sided 1 - alpha lower bound
-    clears 1 + margin, fail when the upper bound stays below it, else unsure."""
+    clears 1 + margin, fail when the upper bound stays below it, else unsure. One round without ``prior``
+    is judged on ``runs`` (that round's runs of a and of b) as :func:`first_round_spread` says."""
     target = 1.0 + margin
     summary, design = _summary(ratios, alpha, prior, source, names, scale=target)
     want = f"{names[0]} ≥ {names[1]}×{target:g}"
     if summary is None:
-        return _not_judged(ratios, design, want)
+        first = (_first_round(ratios[0], runs, target, alpha, names, want)
+                 if runs is not None and len(ratios) == 1 else None)
+        return first or _not_judged(ratios, design, want)
     ratio, low, high = summary.ratio * target, summary.low * target, summary.high * target
     below, above = _one_sided(summary)
     nums = f"{names[0]}/{names[1]} {_num(ratio)} [{_num(low)}, {_num(high)}] over {summary.rounds} round(s)"

@@ -14,9 +14,10 @@ and in the setup command stands for the side's checkout (a detached ``git worktr
 work tree is never touched). Each key is judged on its per-round head/base ratios, look after
 look (:func:`specwatch.revisions.rounds.judge`, the group-sequential rule of
 :mod:`specwatch.judge.sequential`): the run ends at the first regression of any key, or when every
-key is settled "no regression"; keys still open get more rounds, up to ``--max-rounds``, and are
-*unsure* after that (exit 3), which is never a regression. How it decides, its defaults per machine
-class and its error rates: docs/reference/ab-and-bisect.md.
+key is settled "no regression"; keys still open get more rounds, up to ``--max-rounds``. A key still
+open at the last look is *slower* (exit 6) when its rounds show the head slower, a real slowdown not
+shown beyond the tolerance, and else *unsure* (exit 3); neither is a regression. How it decides, its
+defaults per machine class and its error rates: docs/reference/ab-and-bisect.md.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.errors import (
+    EXIT_INFRA,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EXIT_SLOWER,
+    EXIT_USAGE,
+    InfraError,
+    SpecwatchError,
+    UsageError,
+)
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.revisions import git
@@ -41,11 +51,13 @@ from specwatch.revisions.rounds import (
     DEFAULT_METRICS,
     DEFAULT_ROUNDS,
     REGRESSION,
+    SLOWER,
     UNSURE,
     Rounds,
     RoundSettings,
     Side,
     alternate,
+    slower_by,
 )
 from specwatch.revisions.step import MeasureConfig
 from specwatch.store.roundspread import RoundSpread
@@ -119,7 +131,7 @@ def run_ab(
 
 
 def report(outcome: Rounds, out: TextIO) -> int:
-    """Print each key's verdict; the exit code: 1 regression, 3 unsure, 0 no regression."""
+    """Print each key's verdict; the exit code: 1 regression, 6 slower, 3 unsure, 0 no regression."""
     from specwatch.report.table import ReportRow, summary_table
 
     rows = [ReportRow(key=k.key, n=k.n, median=k.head_median, unit=k.unit, baseline_median=k.base_median,
@@ -137,6 +149,16 @@ def report(outcome: Rounds, out: TextIO) -> int:
         print(f"{PREFIX} REGRESSION: head is slower than base beyond the tolerance, measured in one session",
               file=out)
         return EXIT_REGRESSION
+    if verdict == SLOWER:
+        slower = [k for k in outcome.keys if k.verdict == SLOWER]
+        also = [k.key for k in outcome.keys if k.verdict == UNSURE]
+        open_also = f"; unsure: {', '.join(also)}" if also else ""
+        for k in slower:
+            print(f"{PREFIX} SLOWER: {k.key}: {slower_by(k.rounds, k.higher_is_better, k.tolerance)}", file=out)
+        print(f"{PREFIX} SLOWER after {outcome.rounds} rounds: head is measurably slower than base, by less than "
+              f"the tolerance or too close to it to call a regression; not noise: look at the change "
+              f"(exit {EXIT_SLOWER}){open_also}", file=out)
+        return EXIT_SLOWER
     if verdict == UNSURE:
         open_keys = ", ".join(k.key for k in outcome.keys if k.verdict == UNSURE) or "none judged"
         print(f"{PREFIX} UNSURE after {outcome.rounds} rounds ({open_keys}): the rounds could neither show nor "

@@ -38,6 +38,7 @@ from specwatch.revisions.rounds import (
     DEFAULT_ROUNDS,
     NO_REGRESSION,
     REGRESSION,
+    SLOWER,
     UNSURE,
     KeyVerdict,
     RoundSettings,
@@ -82,7 +83,8 @@ def _key_detail(k: KeyVerdict) -> dict[str, Any]:
 
 
 def _step_verdict(keys: Sequence[KeyVerdict], rounds: int, settings: RoundSettings) -> tuple[str, str]:
-    """(bisect verdict, reason) of a step's judged keys: regression bad, no regression good, unsure skip."""
+    """(bisect verdict, reason) of a step's judged keys: regression bad, no regression good, unsure or slower
+    (shown slower, not beyond the tolerance) skip."""
     verdict = overall(keys)
     if verdict == REGRESSION:
         bad = [k for k in keys if k.verdict == REGRESSION]
@@ -90,6 +92,10 @@ def _step_verdict(keys: Sequence[KeyVerdict], rounds: int, settings: RoundSettin
     if verdict == NO_REGRESSION:
         return GOOD, (f"no key slower than its tolerance ({', '.join(f'{k.key} {k.tolerance:.1%}' for k in keys)}) "
                       f"over {rounds} rounds")
+    slower = [k for k in keys if k.verdict == SLOWER]
+    if slower:
+        return SKIP, (f"slower, not shown beyond the tolerance after {rounds} rounds "
+                      f"({'; '.join(f'{k.key}: {k.message}' for k in slower)})")
     unsure = [k for k in keys if k.verdict == UNSURE]
     tolerance = "/".join(dict.fromkeys(f"{k.tolerance:.1%}" for k in unsure))
     return SKIP, (f"unsure: the noise exceeded the {tolerance} tolerance after {rounds} rounds "
@@ -131,7 +137,7 @@ def ab_step(
         detail.update(no_keys=True)
     else:
         verdict, reason = _step_verdict(done.keys, done.rounds, settings)
-        detail.update(unsure=verdict == SKIP)
+        detail.update(unsure=verdict == SKIP, slower=overall(done.keys) == SLOWER)
     entry = RevisionRun(
         ident=ident, label=label, verdict=verdict, reason=reason,
         pytest_rc=last_step.pytest_rc if last_step else None, results=last_step.results if last_step else None,
@@ -259,7 +265,10 @@ def report(outcome: BisectOutcome, out: TextIO, describe: Mapping[str, str] | No
         bad = outcome.visited[0] if outcome.visited else None
         why = bad.reason if bad else "nothing measured"
         if bad is not None and bad.verdict == SKIP:
-            if bad.detail.get("unsure"):
+            if bad.detail.get("slower"):
+                print(f"{PREFIX} the bad end is slower than the good one, but not shown beyond the tolerance: {why}; "
+                      f"to bisect a slowdown this small, give a --tolerance below it", file=out)
+            elif bad.detail.get("unsure"):
                 print(f"{PREFIX} the bad end is neither shown slower than the good one nor ruled out: {why}; "
                       f"try more --max-rounds, a larger --tolerance or a quieter machine", file=out)
             else:

@@ -49,6 +49,7 @@ class Operating:
     no_regression: float
     mean_rounds: float
     first_look: float = 0.0  # flagged at the first look
+    slower: float = 0.0  # shown slower at the last look, not beyond the tolerance
 
     def at_least(self, k: int, of: int = 20) -> float:
         """Chance that ``of`` repetitions give at least ``k`` regressions (binomial)."""
@@ -82,7 +83,7 @@ def simulate(settings: RoundSettings, plan: KeyPlan, change: float, true_spread:
     flagged = code == sequential.REGRESSION
     return Operating(change, trials, float(flagged.mean()), float(np.mean(code == sequential.UNDECIDED)),
                      float(np.mean(code == sequential.NO_REGRESSION)), float(used.mean()),
-                     float(np.mean(flagged & (used == design.first))))
+                     float(np.mean(flagged & (used == design.first))), float(np.mean(code == sequential.SLOWER)))
 
 
 def header(settings: RoundSettings, plan: KeyPlan, key: str, drawn: str, trials: int, out: TextIO,
@@ -94,8 +95,8 @@ def header(settings: RoundSettings, plan: KeyPlan, key: str, drawn: str, trials:
     print(f"  rounds drawn {drawn}; {trials} verdicts per row", file=out)
     wall = "  mean wall" if seconds_per_round else ""
     print(f"  {'true change':>11}  {'regression':>10}  {f'at round {design.first}':>10}  {'unsure':>7}  "
-          f"{'no regr.':>8}  {'rounds':>6}  {'P(>=19 of 20 flagged)':>21}  {'P(0 of 20 false alarms)':>23}{wall}",
-          file=out, flush=True)
+          f"{'slower':>7}  {'no regr.':>8}  {'rounds':>6}  {'P(>=19 of 20 flagged)':>21}  "
+          f"{'P(0 of 20 false alarms)':>23}{wall}", file=out, flush=True)
 
 
 def row(r: Operating, out: TextIO, seconds_per_round: float | None = None) -> None:
@@ -104,7 +105,8 @@ def row(r: Operating, out: TextIO, seconds_per_round: float | None = None) -> No
     quiet = f"{(1 - r.regression) ** 20:.3f}" if r.change == 0 else "-"
     extra = f"  {r.mean_rounds * seconds_per_round:7.0f} s" if seconds_per_round else ""
     print(f"  {(-r.change or 0.0):>+11.1%}  {r.regression:>10.2%}  {r.first_look:>10.2%}  {r.unsure:>7.1%}  "
-          f"{r.no_regression:>8.1%}  {r.mean_rounds:>6.2f}  {flagged:>21}  {quiet:>23}{extra}", file=out, flush=True)
+          f"{r.slower:>7.1%}  {r.no_regression:>8.1%}  {r.mean_rounds:>6.2f}  {flagged:>21}  {quiet:>23}{extra}",
+          file=out, flush=True)
 
 
 class ABPower:

@@ -8,7 +8,8 @@ still open is judged, and it is settled at the first look where it crosses a bou
 (regression, or no regression). The run stops as soon as the outcome is known: at the first
 regression of any key (the gate has failed), or when every key is settled "no regression". More
 rounds go only while some key is still open, up to ``max_rounds``; a key still open then is
-*unsure*. Alpha is spent across the looks, so stopping early and adding rounds keep the
+*slower* when its rounds show the head slower (a real slowdown, not shown beyond the tolerance),
+else *unsure*. Alpha is spent across the looks, so stopping early and adding rounds keep the
 false-alarm rate. A side that cannot be measured (a measurement whose verdict is skip, or a
 results file without samples) stops the loop: the caller decides what that means.
 
@@ -44,9 +45,9 @@ DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS = 2, 4
 #: below this F-test p a verdict's own rounds are called noisier than the round history
 NOISY_DAY_P = 0.05
 #: the verdict of one key, and of a whole A/B
-NO_REGRESSION, REGRESSION, UNSURE = "no_regression", "regression", "unsure"
+NO_REGRESSION, REGRESSION, UNSURE, SLOWER = "no_regression", "regression", "unsure", "slower"
 _VERDICT = {sequential.REGRESSION: REGRESSION, sequential.NO_REGRESSION: NO_REGRESSION,
-            sequential.UNDECIDED: UNSURE}
+            sequential.UNDECIDED: UNSURE, sequential.SLOWER: SLOWER}
 
 #: key -> (samples, unit, higher_is_better) of one results file
 Found = Mapping[str, tuple[list[float], str, bool]]
@@ -145,10 +146,13 @@ class KeyVerdict:
 
 
 def overall(keys: Sequence[KeyVerdict]) -> str:
-    """One verdict for all keys: any regression is one; nothing judged or any key unsure is unsure."""
+    """One verdict for all keys: any regression is one; else any key shown slower is slower (a finding,
+    not noise); else nothing judged or any key unsure is unsure."""
     verdicts = {k.verdict for k in keys}
     if REGRESSION in verdicts:
         return REGRESSION
+    if SLOWER in verdicts:
+        return SLOWER
     if UNSURE in verdicts or not keys:
         return UNSURE
     return NO_REGRESSION
@@ -179,6 +183,13 @@ class Rounds:
         return self.failed.reason if self.failed.verdict == SKIP else "no samples in its results file"
 
 
+def slower_by(summary: paired.PairedRounds, higher_is_better: bool, tolerance: float) -> str:
+    """'slower by 2.2% [0.5%, 3.4%]: real, not shown beyond the 2.3% tolerance': a slower verdict's words."""
+    by, near, far = (1 - summary.ratio, 1 - summary.high, 1 - summary.low) if higher_is_better else (
+        summary.ratio - 1, summary.low - 1, summary.high - 1)
+    return f"slower by {by:.1%} [{near:.1%}, {far:.1%}]: real, not shown beyond the {tolerance:.1%} tolerance"
+
+
 def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: float, design: sequential.Design,
                  prior: paired.RoundPrior | None) -> tuple[paired.PairedRounds, str, str]:
     """(summary, verdict, reason) of one key at the look after ``len(ratios)`` rounds: the rule
@@ -199,6 +210,9 @@ def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: flo
                f"below this look's {a_k:.2g})")
     elif verdict == NO_REGRESSION:
         why = f"{change}; the bounds rule out a slowdown beyond {tolerance:.1%} (at this look's {m_k:.2g})"
+    elif verdict == SLOWER:
+        why = (f"{slower_by(summary, higher_is_better, tolerance)} (one-sided p={got.p[0]:.2g} below the last look's "
+               f"{a_k:.2g})")
     else:
         why = (f"{change}: {len(ratios)} round(s) at a round-to-round spread of {got.pooled[0]:.1%} can neither show "
                f"nor rule out a slowdown beyond {tolerance:.1%}")

@@ -178,18 +178,19 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
     """Speculative ≥ baseline × (1 + margin), judged on the rounds (each a fresh boot of both, as
     ``specwatch ab`` judges; :func:`specwatch.judge.tuning.beats`); fails with the diagnosis.
 
-    Rounds that can neither show nor rule out the margin (or one round without a recorded round
-    spread) skip, saying how many rounds would decide: the runs of one boot share its luck, so they
-    show neither a speedup nor its absence.
+    One round without a recorded round spread (a first run) is judged against a conservative
+    boot-to-boot term scaled from its runs' own spread (:func:`specwatch.judge.tuning.first_round_spread`).
+    Rounds that can neither show nor rule out the margin skip, saying in one line what would decide.
     """
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
     if not spec_p or not base_p:
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "the profile set has no spec and baseline servers to compare")
     base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
     prior, source = _round_prior(session, spec_p.name, workload)
-    judged = tuning.beats(tuning.round_ratios(spec.by_boot(DECODE_METRIC), base.by_boot(DECODE_METRIC)),
-                          margin=session.profiles.gates.spec_margin, alpha=session.config.alpha, prior=prior,
-                          source=source, names=(spec_p.name, base_p.name))
+    spec_boots, base_boots = spec.by_boot(DECODE_METRIC), base.by_boot(DECODE_METRIC)
+    judged = tuning.beats(tuning.round_ratios(spec_boots, base_boots), margin=session.profiles.gates.spec_margin,
+                          alpha=session.config.alpha, prior=prior, source=source, names=(spec_p.name, base_p.name),
+                          runs=(spec_boots[0], base_boots[0]) if len(spec_boots) == 1 == len(base_boots) else None)
     row = _paired_row(f"{spec_p.name} vs {base_p.name} ({workload}, decode tok/s)", spec.samples(DECODE_METRIC),
                       base.samples(DECODE_METRIC), judged, judged.verdict, spec, base)
     lines = [judged.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
