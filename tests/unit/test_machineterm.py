@@ -127,6 +127,28 @@ def test_the_file_pools_every_class_of_the_same_gpu_and_the_gate_reads_it(tmp_pa
         store_term.load(tmp_path, "x2")
 
 
+def test_the_command_writes_the_file_and_compare_judges_a_new_machine_with_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specwatch.cli import main
+
+    store = BaselineStore(tmp_path)
+    for i, (host, centre) in enumerate([(h, c) for h, c in {"a": 100, "b": 104, "c": 98}.items() for _ in range(4)]):
+        _record(store, "x1", "big", host, centre, i, "NVIDIA H200")
+    assert main(["baseline", "machine-term", "x1", "--baseline-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "decode_tok_s: machine term" in out and f"specwatch wrote {tmp_path / 'x1' / 'machine-term.json'}" in out
+    assert "decode_tok_s" in store_term.load(tmp_path, "x1")
+    fp = {"machine_class": "x1", "gpu_model": "NVIDIA H200", "host_id": "new"}
+    rs = ResultSet([Result.make("big", "single-stream", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                                samples=[100.0 + 0.1 * k for k in range(8)])], machine=fp, commit="c")
+    current = tmp_path / "current.json"
+    rs.save(current)
+    main(["compare", str(tmp_path / "x1" / "big.json"), str(current)])
+    said = capsys.readouterr().out
+    assert "judged as a new machine" in said
+    assert "machine term: this baseline's own, 2 degree(s) of freedom" in said  # its own 3 machines are the pool
+
+
 def test_the_shipped_h200_term_rests_on_more_than_the_shipped_ref_large_baselines_own() -> None:
     terms = store_term.load(ROOT / "baselines", "h200x1")
     assert terms == store_term.load(ROOT / "baselines", "h200x2-nvlink")

@@ -8,7 +8,8 @@ over every profile and every machine class whose baselines name the same GPU mod
 recorded elsewhere (:func:`write`'s ``extra``), per metric. :func:`load` gives the drift gate the term of a
 run's class (``run.reference``); the gate uses it when it rests on more degrees of freedom than the
 baseline's own, and its note says which it used. Reviewed in git like the baselines beside it; written by
-``python docs/reference/machine_term.py`` (every recorded H200 lease) or :func:`write`.
+``specwatch baseline machine-term CLASS`` (the baselines alone) or ``python docs/reference/machine_term.py``
+(every recorded H200 lease).
 """
 
 from __future__ import annotations
