@@ -34,6 +34,7 @@ from scipy import stats as sps
 
 from specwatch.cli import peers
 from specwatch.judge import replay, variance
+from specwatch.store.baseline import NOT_BASELINES
 from specwatch.store.sessions import baseline_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +136,7 @@ def pooling() -> None:
     print("\n3. pooling the machine term across h200x1's baselines: the machines (leases) they share")
     labels = {}
     for path in sorted((ROOT / "baselines" / "h200x1").glob("*.json")):
-        if path.name == "round-spread.json":
+        if path.name in NOT_BASELINES:
             continue
         _, keys = baseline_sessions(path)
         ks = next((k for k in keys if k.metric == "decode_tok_s"), None)

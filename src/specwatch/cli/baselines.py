@@ -156,6 +156,18 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_baseline_machine_term(args: argparse.Namespace) -> int:
+    from specwatch.store import machineterm
+
+    root = folder(args.baseline_dir, "baseline folder", must_exist=True)
+    path = machineterm.write(root, args.machine_class, classes=tuple(args.also),
+                             command=f"specwatch baseline machine-term {args.machine_class}")
+    for metric, term in sorted(machineterm.load(root, args.machine_class).items()):
+        print(f"{metric}: machine term {term.sigma:.2%} on {term.df:.1f} effective degrees of freedom ({term.source})")
+    print(f"specwatch wrote {path}" + "".join(f" and {root / c / machineterm.FILE_NAME}" for c in args.also))
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
     from specwatch.cli.validation import register_baseline_check
@@ -184,6 +196,14 @@ def register(sub: Any) -> None:
     p.add_argument("--metric", action="append", default=[],
                    help="record only this metric (repeatable; default: every metric)")
     p.set_defaults(func=_cmd_baseline_update)
+    p = base.add_parser("machine-term", help="pool the machine term of a class's hardware over every baseline of "
+                        "the same GPU model into <baseline-dir>/<class>/machine-term.json (a new machine's drift "
+                        "tolerance)")
+    p.add_argument("machine_class")
+    p.add_argument("--also", action="append", default=[], metavar="CLASS",
+                   help="write the same file for this class too (one of the same hardware; repeatable)")
+    p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
+    p.set_defaults(func=_cmd_baseline_machine_term)
     p = base.add_parser("show", help="list stored baselines")
     p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
     p.set_defaults(func=_cmd_baseline_show)

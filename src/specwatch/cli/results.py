@@ -101,17 +101,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                                       machine=machine)
             run_score, scores = yardstick.scores_for(cur.machine.get("yardstick"),
                                                      [s.get("yardstick") for s in chosen])
-        class_spread = None
+        class_spread, term = None, None
         if key in ref.metrics and ref.machine_class and same_class is not False:
+            from specwatch.store import machineterm
             from specwatch.store.baseline import BaselineStore
 
             _, workload, metric = key.split("/", 2)
-            class_spread = BaselineStore(Path(args.baseline).resolve().parent.parent).class_spread(
-                ref.machine_class, workload, metric)
+            root = Path(args.baseline).resolve().parent.parent
+            class_spread = BaselineStore(root).class_spread(ref.machine_class, workload, metric)
+            term = machineterm.load(root, ref.machine_class).get(metric)
         c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance, machine=machine,
                                  alpha=args.alpha, sessions=sessions or None, class_spread=class_spread,
                                  session_scores=scores if sessions and scores and len(scores) == len(sessions)
-                                 else None, run_score=run_score)
+                                 else None, run_score=run_score, machine_term=term)
         notes.append(f"{key}: {basis.note}")
         rows.append(ReportRow.from_comparison(key, c, unit=unit, samples=samples,
                                               median_ci=stats.bootstrap_median_ci(samples)))

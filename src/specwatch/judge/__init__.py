@@ -8,6 +8,7 @@ __all__ = [
     "cyclecost",
     "diagnose",
     "levels",
+    "machineterm",
     "paired",
     "replay",
     "sequential",

@@ -276,7 +276,8 @@ class DriftBasis:
 
 def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
                 class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA,
-                n_current: int | None = None, machine: str | None = None) -> DriftBasis:
+                n_current: int | None = None, machine: str | None = None,
+                term: variance.PooledTerm | None = None) -> DriftBasis:
     """The drift tolerance from data (the one owner of this rule).
 
     With ``MIN_SESSIONS`` or more recording sessions, their variance components set it
@@ -284,14 +285,15 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
     several machines): the half-width of the prediction interval of one more session at ``alpha``, on
     ``machine`` when ``MIN_SESSIONS`` of them name it, else on a new machine, whatever was requested; the
     note says whether the requested tolerance is within reach and the smallest slowdown flagged 19 times
-    in 20. With fewer, the spread measured for the machine class (``class_spread``: spread and where it
-    was measured) gives a floor, so a healthy server's boot-to-boot wander is not called a regression;
-    without either, the requested tolerance, and the note says how many more sessions to record.
+    in 20; ``term``: the hardware's pooled machine term, for a new machine when it has more degrees of freedom
+    (:func:`specwatch.judge.variance.term_choice`). With fewer, the machine class's spread (``class_spread``:
+    spread and where measured) gives a floor, so a healthy server's boot-to-boot wander is not called a
+    regression; without either, the requested tolerance, and the note says how many more sessions to record.
     Sessions that all share one median (spread 0: copies, or made by hand) count as too few."""
     n = len(sessions or ())
     if n >= MIN_SESSIONS:
         pred = variance.predict(variance.components(list(sessions or ())), alpha=alpha, n_current=n_current,
-                                machine=machine, min_sessions=MIN_SESSIONS)
+                                machine=machine, min_sessions=MIN_SESSIONS, term=term)
         if pred.components.sigma_within > 0 or pred.components.sigma_machine > 0:
             note = f"tolerance {pred.tolerance:.1%} from the baseline's {n} sessions: {pred.note}"
             if pred.tolerance > requested:
@@ -330,6 +332,7 @@ def drift(
     run_score: float | None = None,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
     machine: str | None = None,
+    machine_term: variance.PooledTerm | None = None,
 ) -> tuple[Comparison, DriftBasis]:
     """The drift verdict of a run against a baseline: :func:`compare` at the tolerance of :func:`drift_basis`.
 
@@ -337,7 +340,7 @@ def drift(
     sessions of several machines are judged with the machine term, the run as one on a new machine unless
     ``machine`` (the run's own) names ``MIN_SESSIONS`` of them: then as one on it; the note says which, and why.
     ``n_resamples``: of the ratio's bootstrap CI (a replay of many verdicts may take fewer: no regression
-    verdict depends on it).
+    verdict depends on it). ``machine_term``: the hardware's pooled machine term (:mod:`specwatch.judge.machineterm`).
 
     ``session_scores`` (one per session, None where a session has no comparable machine yardstick)
     and ``run_score``: when :func:`specwatch.judge.yardstick.decide` says so, the run and the sessions
@@ -353,7 +356,8 @@ def drift(
             raw_c, raw_r = float(np.median(current)), float(np.median(reference))
             said += f"; as measured: median {raw_c:.4g} vs {raw_r:.4g} ({_pct(raw_c / raw_r - 1)})"
         current, reference, sessions = adj.current, adj.reference, adj.sessions
-    basis = drift_basis(requested, sessions, class_spread, alpha, n_current=len(current), machine=machine)
+    basis = drift_basis(requested, sessions, class_spread, alpha, n_current=len(current), machine=machine,
+                        term=machine_term)
     cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
                   prediction=basis.prediction, n_resamples=n_resamples)
     if said:
@@ -490,11 +494,5 @@ def relative_gate(
     )
 
 
-__all__ = [
-    "Comparison",
-    "DriftVerdict",
-    "GateResult",
-    "GateVerdict",
-    "compare",
-    "relative_gate",
-]
+__all__ = ["Comparison", "DriftBasis", "DriftVerdict", "GateResult", "GateVerdict", "compare", "drift", "drift_basis",
+           "relative_gate"]

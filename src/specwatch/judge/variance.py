@@ -142,6 +142,20 @@ def components(sessions: Sequence[Sequence[float]], machines: Sequence[str] | No
 
 
 @dataclass(frozen=True)
+class PooledTerm:
+    """A machine term measured on the hardware rather than by one baseline (:func:`specwatch.judge.machineterm.pool`):
+    its variance (log scale), its effective degrees of freedom and where it comes from."""
+
+    variance: float
+    df: float
+    source: str  # e.g. "6 datasets of the NVIDIA H200 (3 profiles, 2 classes)"
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.variance)
+
+
+@dataclass(frozen=True)
 class Prediction:
     """Where one more healthy session's log median lands: around ``centre``, two-sided at ``alpha``.
 
@@ -159,6 +173,7 @@ class Prediction:
     scales: np.ndarray | None = field(default=None, repr=False, compare=False)  # the GPQ's predictive SDs
     machine: str | None = None  # the run's own machine, when it names one
     needed: int = 1  # the sessions of its own a machine needs to be judged as one the sessions know
+    term: str = ""  # which machine term a new machine's interval used, and why (empty: the sessions' own)
 
     def cdf(self, deviation: float) -> float:
         """P(a healthy session's log median lies below ``centre + deviation``)."""
@@ -242,7 +257,9 @@ class Prediction:
         where = self._where()
         text = (f"{c.line()}; {where}: ±{self.tolerance:.1%} around {self.centre_value:.4g}; a slowdown of "
                 f"{self.detects:.1%} or more is flagged in 19 of 20 runs")
-        if self.new_machine and 1 < c.machines < 6:
+        if self.term:
+            text += f" ({self.term})"
+        elif self.new_machine and 1 < c.machines < 6:
             text += (f" (the machine term rests on {c.machines} machines, {c.machines - 1} degree(s) of freedom, "
                      "which widens the interval: record sessions on more machines to narrow it)")
         return text
@@ -259,23 +276,52 @@ def _grid(df: int, k: int, shift: int) -> np.ndarray:
     return out
 
 
-def pivot_scales(comp: Components, extra: float = 0.0, draws: int = PIVOT_DRAWS) -> np.ndarray:
+@lru_cache(maxsize=64)
+def _grid_f(df: float, k: int) -> np.ndarray:
+    """:func:`_grid` for a non-integer (effective) degrees of freedom."""
+    out = np.asarray(_sps.chi2.ppf((np.arange(k) + 0.5) / k, df))
+    out.flags.writeable = False
+    return out
+
+
+def pivot_scales(comp: Components, extra: float = 0.0, draws: int = PIVOT_DRAWS,
+                 term: PooledTerm | None = None) -> np.ndarray:
     """The GPQ's predictive SDs of one more session on a new machine: ``sqrt(R_V)`` over a stratified grid
-    of (U, W), U ~ chi2(g - 1), W ~ chi2(N - g); ``extra``: a known variance added (a shorter session)."""
+    of (U, W), U ~ chi2(g - 1), W ~ chi2(N - g); ``extra``: a known variance added (a shorter session);
+    ``term``: the machine term pooled over the hardware, ``R_m = variance df / U`` with U ~ chi2(df), in
+    place of this baseline's own."""
     g, df_w = comp.machines, comp.df_within
     sizes = np.array([c for _, c in comp.machine_means.values()], dtype=float)
     r_w = comp.sigma_within**2 * df_w / _grid(df_w, draws, 1)
-    r_m = np.maximum(0.0, (comp.msb * (g - 1) / _grid(g - 1, draws, 0) - r_w) / comp.n0)
+    if term is not None:
+        r_m = term.variance * term.df / _grid_f(term.df, draws)
+    else:
+        r_m = np.maximum(0.0, (comp.msb * (g - 1) / _grid(g - 1, draws, 0) - r_w) / comp.n0)
     with np.errstate(divide="ignore"):  # sessions without spread (copies): a centre variance of 0, not a warning
         r_centre = 1.0 / (1.0 / (r_m[:, None] + r_w[:, None] / sizes[None, :])).sum(axis=1)
     return np.sqrt(r_m + r_w + r_centre + extra)
 
 
+def term_choice(comp: Components, term: PooledTerm | None) -> tuple[bool, str]:
+    """Whether a new machine's interval uses the hardware's pooled machine term rather than the baseline's
+    own, and the sentence that says which was used: the pooled one when it rests on more degrees of freedom
+    than the baseline's ``g - 1``."""
+    own = comp.machines - 1
+    if term is None or term.df <= 0:
+        return False, ""
+    if term.df <= own:
+        return False, (f"machine term: this baseline's own, {own} degree(s) of freedom, over the hardware's pooled "
+                       f"{term.sigma:.1%} on {term.df:.1f}")
+    return True, (f"machine term pooled over the hardware: {term.sigma:.1%} on {term.df:.1f} effective degrees of "
+                  f"freedom from {term.source}, in place of this baseline's own {comp.sigma_machine:.1%} on {own}")
+
+
 def predict(comp: Components, *, alpha: float = 0.01, machine: str | None = None,
-            n_current: int | None = None, min_sessions: int = 1) -> Prediction:
+            n_current: int | None = None, min_sessions: int = 1, term: PooledTerm | None = None) -> Prediction:
     """The prediction interval of one more session: on ``machine`` (the run's own) when at least
     ``min_sessions`` of the sessions were recorded on it, else on a new machine (the note says which, and
-    why). ``n_current``: the new session's sample count (default: as the recorded ones)."""
+    why), with the hardware's pooled machine ``term`` when :func:`term_choice` says so. ``n_current``: the
+    new session's sample count (default: as the recorded ones)."""
     extra = 0.0
     if n_current:  # a new session of fewer samples than the recorded ones: its own median is noisier
         per = (MEDIAN_EFFICIENCY * comp.sigma_run) ** 2
@@ -283,16 +329,23 @@ def predict(comp: Components, *, alpha: float = 0.01, machine: str | None = None
     df_w = float(comp.df_within) if comp.df_within > 0 else None
     need = max(1, min_sessions)
     known = comp.machine_means.get(machine or "", (0.0, 0))[1] >= need and comp.machines > 1
-    if known or comp.machines == 1:
+    other = comp.machines == 1 and bool(machine) and machine not in comp.machine_means  # one machine, not the run's
+    if known or (comp.machines == 1 and not (other and term_choice(comp, term)[0])):
         mean, n = comp.machine_means[machine] if known else next(iter(comp.machine_means.values()))  # type: ignore[index]
         var = comp.sigma_within**2 * (1.0 + 1.0 / n) + extra
         return Prediction(mean, math.sqrt(var), alpha, False, comp, df=df_w, machine=machine, needed=need)
+    pooled, said = term_choice(comp, term)
+    if pooled and df_w is not None and term is not None:
+        scales = pivot_scales(comp, extra, term=term)
+        var = term.variance + comp.sigma_within**2 + comp.centre_var + extra
+        return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, scales=scales, machine=machine,
+                          needed=need, term=said)
     var = comp.sigma_machine**2 + comp.sigma_within**2 + comp.centre_var + extra
     if df_w is None:  # one session per machine: exchangeable sessions, Student t over N - 1
         return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, df=float(comp.sessions - 1),
                           machine=machine, needed=need)
     return Prediction(comp.centre, math.sqrt(var), alpha, True, comp, scales=pivot_scales(comp, extra),
-                      machine=machine, needed=need)
+                      machine=machine, needed=need, term=said)
 
 
 def best_detection(sd: float, slowdown: float, false_alarm_rate: float) -> float:
@@ -305,5 +358,5 @@ def best_detection(sd: float, slowdown: float, false_alarm_rate: float) -> float
     return float(_sps.norm.cdf((-math.log1p(-slowdown) - z * sd) / sd))
 
 
-__all__ = ["Components", "MachineSession", "Prediction", "best_detection", "components", "machine_of", "machines_of",
-           "pivot_scales", "predict"]
+__all__ = ["Components", "MachineSession", "PooledTerm", "Prediction", "best_detection", "components", "machine_of",
+           "machines_of", "pivot_scales", "predict", "term_choice"]

@@ -136,6 +136,7 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
     cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=requested,
                                alpha=session.config.alpha, sessions=ref.sessions or None,
                                class_spread=session.class_spread(workload, metric), machine=ref.machine,
+                               machine_term=ref.machine_term,
                                session_scores=scores if len(scores) == len(ref.sessions) else None, run_score=run_score)
     row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
                                     median_ci=_ci(current), extra={"reference": ref.source,

@@ -1,7 +1,8 @@
 """What a drift gate compares against: a ``--specwatch-reference`` results file, else the stored baseline's
 sessions, each naming its machine, with the run's own machine named by the rule that names theirs
 (:func:`specwatch.store.machine.run_machine`), so the gate judges the run against that machine's sessions
-when it has enough of them, and as one on a new machine when not.
+when it has enough of them, and as one on a new machine when not; with the machine term of the class's hardware
+pooled over every baseline of it (``baselines/<class>/machine-term.json``, :mod:`specwatch.store.machineterm`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Reference:
     note: str = ""  # which sessions count, or that none was recorded on this machine
     yardsticks: tuple[Any, ...] = ()  # each session's machine yardstick (None: none recorded)
     machine: str | None = None  # this run's machine, labelled as the sessions are (None: a reference file)
+    machine_term: Any = None  # the class's hardware machine term of this metric (store.machineterm), when recorded
 
 
 def reference_samples(session: Session, profile: str, workload: str, metric: str) -> Reference | str:
@@ -31,6 +33,7 @@ def reference_samples(session: Session, profile: str, workload: str, metric: str
     source, sessions, recorded workload and this run's machine; or, when there are none, a message saying
     how to record them. The baseline's fingerprint warning is said once per run, not once per drift test."""
     from specwatch.judge.compare import MIN_SESSIONS
+    from specwatch.store import machineterm
     from specwatch.store.baseline import BaselineStore
     from specwatch.store.machine import run_machine
     from specwatch.store.result import ResultSet, make_key
@@ -58,8 +61,9 @@ def reference_samples(session: Session, profile: str, workload: str, metric: str
     machine = run_machine(fp, session.commit())
     samples, sessions, note = entry.reference_for(None, MIN_SESSIONS, machine=machine)
     yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(None, MIN_SESSIONS, machine=machine))
+    term = machineterm.load(store.root, mc).get(metric)
     return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
-                     dict(entry.extra), note, yardsticks, machine)
+                     dict(entry.extra), note, yardsticks, machine, term)
 
 
 __all__ = ["Reference", "reference_samples"]

@@ -36,13 +36,24 @@ if TYPE_CHECKING:
     from specwatch.load.measure import Measurement
     from specwatch.run.session import Reference, Session
 
-__all__ = ["ACCEPT_GATE", "CYCLE_GATE", "HEALTH", "RESULT", "accept_length_vs_baseline", "add_row_results",
-           "cycle_cost_vs_baseline", "probe", "summary_lines"]
+__all__ = ["ACCEPT_GATE", "ACCEPT_KEYS", "CYCLE_GATE", "CYCLE_KEYS", "HEALTH", "RESULT", "accept_length_vs_baseline",
+           "add_row_results", "cycle_cost_vs_baseline", "gated_keys", "probe", "summary_lines"]
 
 ACCEPT_GATE, CYCLE_GATE = "accept length vs baseline", "cycle cost vs baseline"
 #: The extra key of these gates' rows that the summary line reads, and of a row that carries a result.
 HEALTH, RESULT = "spechealth", "result"
 SINGLE = "single-stream"
+#: The (workload, metric) keys each gate reads from a speculative profile's baseline (the one list of them):
+#: the greedy probe's per-prompt verify counts and the aggregate accept length; the cycle time and the
+#: break-even (cycle over the plain server's step, when the profile set has a plain server).
+ACCEPT_KEYS = ((specread.PROBE.name, specread.ACCEPT), (SINGLE, specread.ACCEPT))
+CYCLE_KEYS = ((SINGLE, specread.CYCLE), (SINGLE, specread.RATIO))
+
+
+def gated_keys(speculative: bool) -> tuple[tuple[str, str], ...]:
+    """The (workload, metric) keys the speculation-health gates compare against a profile's baseline; a plain
+    profile's decode step is the break-even's divisor, read from the run itself, so none."""
+    return ACCEPT_KEYS + CYCLE_KEYS if speculative else ()
 
 
 def probe(session: Session, name: str) -> Measurement:
@@ -127,7 +138,8 @@ def accept_length_vs_baseline(session: Session, profile: str) -> Verdict:
         return Verdict(ACCEPT_GATE, Status.SKIP, f"--update-baselines: {prof.name}'s accept length is being recorded "
                        f"({len(now)} greedy prompts)", profile=prof.name, rows=rows)
     greedy: bool | None = None
-    ref = _reference(session, prof.name, specread.PROBE.name, specread.ACCEPT)
+    (probe_wl, probe_metric), (single_wl, single_metric) = ACCEPT_KEYS
+    ref = _reference(session, prof.name, probe_wl, probe_metric)
     if not now:
         lines.append("greedy: the server reports no per-request verify counts (meta_info.spec_verify_ct): judged "
                      "by the aggregate accept length alone, as under sampling")
@@ -141,7 +153,7 @@ def accept_length_vs_baseline(session: Session, profile: str) -> Verdict:
                               median=float(cmp.compared - len(cmp.findings)), unit="prompts unchanged",
                               verdict="pass" if cmp.ok else "regression", message=cmp.reason()))
     drifted: bool | None = None
-    ref2 = _reference(session, prof.name, SINGLE, specread.ACCEPT) if xs else "no accept length measured"
+    ref2 = _reference(session, prof.name, single_wl, single_metric) if xs else "no accept length measured"
     if isinstance(ref2, str):
         lines.append(f"aggregate ({SINGLE}): {ref2}")
     else:
@@ -240,10 +252,11 @@ def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = SINGL
         return Verdict(CYCLE_GATE, Status.SKIP, "--update-baselines: the cycle cost is being recorded, not "
                        "compared\n" + "\n".join(lines), profile=prof.name, rows=rows)
     tol = prof.tolerance or session.config.tolerance
-    cmp, said = _drift(session, prof.name, workload, specread.CYCLE, xs, tol)
+    (_, cycle_metric), (_, ratio_metric) = CYCLE_KEYS
+    cmp, said = _drift(session, prof.name, workload, cycle_metric, xs, tol)
     rcmp = None
     if ratio:
-        rcmp, rsaid = _drift(session, prof.name, workload, specread.RATIO, ratio, tol)
+        rcmp, rsaid = _drift(session, prof.name, workload, ratio_metric, ratio, tol)
         lines.append(f"break-even (cycle / {base_p.name if base_p else 'plain'} step, {ratio_source}; gated): {rsaid}")
         lines.append(f"cycle time alone (reported; the break-even is gated, a machine slower overall moves both "
                      f"servers): {said}")

@@ -11,6 +11,7 @@ __all__ = [
     "history_postgres",
     "history_sqlite",
     "machine",
+    "machineterm",
     "result",
     "roundspread",
     "sessions",

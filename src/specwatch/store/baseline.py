@@ -42,6 +42,11 @@ from specwatch.store.result import (
 BASELINE_VERSION = 2
 
 
+#: the files beside the baselines that are not baselines: specwatch ab's round spread
+#: (:mod:`specwatch.store.roundspread`) and the hardware's pooled machine term (:mod:`specwatch.store.machineterm`)
+NOT_BASELINES = ("round-spread.json", "machine-term.json")
+
+
 def _v1_to_v2(data: dict) -> dict:
     """Version 1 had one session per baseline: it becomes the only entry of ``sessions``."""
     metrics = data.get("metrics")
@@ -428,9 +433,7 @@ class BaselineStore:
         """(machine_class, profile) pairs that have a baseline, sorted."""
         if not self.root.is_dir():
             return []
-        from specwatch.store.roundspread import FILE_NAME as ROUND_SPREAD  # beside the baselines, not one
-
-        return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json") if p.name != ROUND_SPREAD)
+        return sorted((p.parent.name, p.stem) for p in self.root.glob("*/*.json") if p.name not in NOT_BASELINES)
 
     def _build(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
                items: list[Result], *, recorded: str, keep_sessions: int | None, replace: bool,
