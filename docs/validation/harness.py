@@ -73,6 +73,7 @@ SETTINGS: dict[str, str] = {
     "alpha": "",  # ab: empty for ab's default
     "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
     "device": "",  # "cpu": every profile becomes a CPU variant (a plumbing check, not a measurement)
+    "sglang_profile": "fixtures/profiles/sglang-0.5.16-h200.toml",  # sglang-*: the real-SGLang profile
 }
 
 
@@ -420,6 +421,22 @@ def fresh_x1(p: Plan) -> None:
                 [_yardsticks(p, "-end")[:1]]]
 
 
+
+
+def _sglang_setup(p: Plan) -> Step:
+    return Step("sglang-setup", [p.py, "docs/validation/sglang_kit.py", "setup"], 120)
+
+
+def sglang_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 on one GPU: both suites at once (two lanes, one GPU), recording baselines."""
+    prof, scratch = p.s["sglang_profile"], f"{p.rel(p.run)}/baselines"
+    p.stages = [[[_sglang_setup(p)]],
+                [[p.pytest("sgl-correctness", 560, "-m", "correctness", "tests/correctness",
+                           f"--specwatch-profiles={prof}", gpu="0")],
+                 [p.pytest("sgl-perf", 560, "-m", "perf", "tests/perf", f"--specwatch-profiles={prof}",
+                           "--update-baselines", gpu="0", baselines=scratch)]]]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -470,6 +487,8 @@ SCENARIOS = {s.name: s for s in (
     Scenario("steps-large", "the engine's step benchmark of ref-large (graphed/eager decode and verify)",
              "gpu_session3a.sh (session 3)", steps_large),
     Scenario("yardstick", "the machine yardstick on each GPU", "gpu_s7a.sh, gpu_s7b.sh (session 7)", yardstick),
+    Scenario("sglang-x1", "real SGLang 0.5.16 with EAGLE-3 and CUDA graphs: the kit, the models, both suites "
+             "(correctness and perf, recording baselines) side by side on one GPU", "(new: issue 29)", sglang_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
              "yardstick", "(new: the user's next-week run)", fresh_x1),
 )}

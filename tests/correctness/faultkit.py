@@ -28,12 +28,13 @@ LOSSLESS_MAX_NEW = 48
 
 
 def fault_profile(session: Session, role: str, suffix: str, *fault_args: str, needs: tuple[str, ...] = (),
-                  **changes: Any) -> ServerProfile:
+                  sglang_args: tuple[str, ...] | None = None, **changes: Any) -> ServerProfile:
     """The profile of ``role`` with a fault: ``name+suffix``, extra flags, other field changes.
 
     Skips, saying which, when the run cannot boot it: ``--server-url``, no server for ``role`` (or
     for a role in ``needs``, which the test compares it with), or a fault switch (``fault_args``) on a
-    server that is not the reference server (the switches are the reference server's own).
+    server that is not the reference server (the switches are the reference server's own), unless
+    ``sglang_args`` gives the same fault through real SGLang's own flags.
     """
     what = f"a fault test ({' '.join(fault_args) or suffix} on the {role} server)"
     if fault_args:
@@ -43,7 +44,9 @@ def fault_profile(session: Session, role: str, suffix: str, *fault_args: str, ne
     base = profile_or_skip(session, role, what)
     for other in needs:
         profile_or_skip(session, other, what)
-    if fault_args and base.engine != "reference":
+    if sglang_args is not None and base.engine == "sglang":  # the same fault through SGLang's own flags
+        fault_args = sglang_args
+    elif fault_args and base.engine != "reference":
         pytest.skip(f"{what}: {' '.join(fault_args)} is a switch of the reference server (engine = \"reference\"); "
                     f"{base.name} runs engine = {base.engine!r}")
     return dataclasses.replace(base, name=f"{base.name}+{suffix}", extra_args=(*base.extra_args, *fault_args),
