@@ -74,6 +74,7 @@ SETTINGS: dict[str, str] = {
     "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
     "device": "",  # "cpu": every profile becomes a CPU variant (a plumbing check, not a measurement)
     "sglang_profile": "fixtures/profiles/sglang-0.5.16-h200.toml",  # sglang-*: the real-SGLang profile
+    "sglang_baselines": "docs/validation/sglang/baselines",  # sglang-faults-x1: recorded by sglang-x1
 }
 
 
@@ -437,6 +438,30 @@ def sglang_x1(p: Plan) -> None:
                            "--update-baselines", gpu="0", baselines=scratch)]]]
 
 
+def sglang_faults_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3, the case study's faults from outside its code, three lanes on one GPU."""
+    prof = p.s["sglang_profile"]
+    base, slow = "docs/validation/sglang/eagle3-base.toml", "docs/validation/sglang/eagle3-slow.toml"
+    recorded = p.s["sglang_baselines"]
+    ab = p.cli("sgl-ab-slow", 330, "ab", "--base-profile", base, "--head-profile", slow, "--rounds", "2",
+               "--max-rounds", "3", "--memo", "/tmp/specwatch-abmemo-sgl", "--", "-m", "perf",
+               "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
+               "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
+               "--specwatch-report-dir=/tmp/specwatch-reports-sgl-ab", gpu="0")
+    p.stages = [[[_sglang_setup(p)]],
+                [[p.pytest("sgl-correctness-a", 540, "-m", "correctness", "tests/correctness/test_accept_length.py",
+                           "tests/correctness/test_faults.py", "tests/correctness/test_env_propagation.py",
+                           "tests/correctness/test_lossless.py", "tests/correctness/test_near_ties.py",
+                           f"--specwatch-profiles={prof}", gpu="0")],
+                 [p.pytest("sgl-graphs", 400, "-m", "correctness", "tests/correctness/test_verify_graphs.py",
+                           f"--specwatch-profiles={prof}", gpu="0"),
+                  Step("sgl-capture", [p.py, "docs/validation/sglang_capture.py", prof, "sgl-eagle3",
+                                       f"{p.rel(p.run)}/capture"], 150, "0")],
+                 [p.pytest("sgl-drift-slow", 200, "-m", "perf", "tests/perf/test_throughput.py", "-k",
+                           "drift and sgl-eagle3 and not untuned", f"--specwatch-profiles={slow}", gpu="0",
+                           baselines=recorded), ab]]]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -489,6 +514,10 @@ SCENARIOS = {s.name: s for s in (
     Scenario("yardstick", "the machine yardstick on each GPU", "gpu_s7a.sh, gpu_s7b.sh (session 7)", yardstick),
     Scenario("sglang-x1", "real SGLang 0.5.16 with EAGLE-3 and CUDA graphs: the kit, the models, both suites "
              "(correctness and perf, recording baselines) side by side on one GPU", "(new: issue 29)", sglang_x1),
+    Scenario("sglang-faults-x1", "real SGLang 0.5.16 + EAGLE-3, the case study's faults from outside its code: "
+             "accept-length sources and a 0.92 claim, a leaked sitecustomize, lossless, eager verify (no graphs; "
+             "batches past the captured sizes), capture/inspect, drift and ab of a slowed server",
+             "(new: issue 29)", sglang_faults_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
              "yardstick", "(new: the user's next-week run)", fresh_x1),
 )}

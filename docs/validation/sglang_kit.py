@@ -289,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sglang_kit: {line}")
     out = KIT_DIR / f"sglang-{a.version}.tar.xz"
     size = pack(site, out)
-    print(f"sglang_kit: {len(wheels)} wheels, {_mib(site):.0f} MiB unpacked -> {out.relative_to(ROOT)} {size:.1f} MiB")
+    print(f"sglang_kit: {len(wheels)} wheels, {_mib(site):.0f} MiB unpacked -> {out.relative_to(ROOT)} "
+          f"{size:.1f} MiB")
     if size > CARRY_LIMIT_MIB:
         print(f"sglang_kit: {size:.1f} MiB is over the {CARRY_LIMIT_MIB:g} MiB a call can spare", file=sys.stderr)
         return 1

@@ -49,7 +49,7 @@ def cycle_map(seed: int) -> list[int]:
     order = list(range(FIRST_ORDINARY, VOCAB))
     random.Random(seed).shuffle(order)
     f = list(range(VOCAB))
-    for a, b in zip(order, order[1:] + order[:1]):
+    for a, b in zip(order, order[1:] + order[:1], strict=True):
         f[a] = b
     for s in range(FIRST_ORDINARY):
         f[s] = order[0]
@@ -99,7 +99,8 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, obj
     def rand(*shape: int) -> torch.Tensor:
         return (torch.randn(*shape, generator=g) * 0.02).to(bf)
 
-    target: dict[str, torch.Tensor] = {"model.embed_tokens.weight": emb.to(bf), "model.norm.weight": torch.ones(HIDDEN, dtype=bf)}
+    target: dict[str, torch.Tensor] = {"model.embed_tokens.weight": emb.to(bf),
+                                       "model.norm.weight": torch.ones(HIDDEN, dtype=bf)}
     head = emb[inv].clone()  # lm_head[v] = E[f^-1(v)]
     head[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]  # specials are never chosen
     target["lm_head.weight"] = head.to(bf)
@@ -118,7 +119,8 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, obj
         })
     tdir = dest / "target"
     tdir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in target.items()}, str(tdir / "model.safetensors"), metadata={"format": "pt"})
+    save_file({k: v.contiguous() for k, v in target.items()}, str(tdir / "model.safetensors"),
+              metadata={"format": "pt"})
     (tdir / "config.json").write_text(json.dumps(_llama_config(
         architectures=["LlamaForCausalLM"], num_hidden_layers=LAYERS), indent=2) + "\n")
     (tdir / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}) + "\n")
@@ -127,7 +129,7 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, obj
     two = [inv[inv[v]] if v >= FIRST_ORDINARY else 0 for v in range(VOCAB)]  # f^-2
     dhead = emb[two].clone()
     dhead[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]
-    shuffled = int(round((1.0 - draft_quality) * (VOCAB - FIRST_ORDINARY)))
+    shuffled = round((1.0 - draft_quality) * (VOCAB - FIRST_ORDINARY))
     if shuffled:
         rows = torch.randperm(VOCAB - FIRST_ORDINARY, generator=g)[:shuffled] + FIRST_ORDINARY
         dhead[rows] = dhead[rows[torch.randperm(shuffled, generator=g)]]
@@ -152,7 +154,8 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, obj
     }
     ddir = dest / "eagle3"
     ddir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in draft.items()}, str(ddir / "model.safetensors"), metadata={"format": "pt"})
+    save_file({k: v.contiguous() for k, v in draft.items()}, str(ddir / "model.safetensors"),
+              metadata={"format": "pt"})
     (ddir / "config.json").write_text(json.dumps(_llama_config(
         architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=VOCAB,
         target_hidden_size=HIDDEN), indent=2) + "\n")
