@@ -42,10 +42,8 @@ from specwatch.store.result import (
 BASELINE_VERSION = 2
 
 
-#: the files beside the baselines that are not baselines: specwatch ab's round spread
-#: (:mod:`specwatch.store.roundspread`) and the hardware's pooled machine term (:mod:`specwatch.store.machineterm`)
+#: files beside the baselines that are not baselines: ab's round spread, the hardware's pooled machine term
 NOT_BASELINES = ("round-spread.json", "machine-term.json")
-
 
 def _v1_to_v2(data: dict) -> dict:
     """Version 1 had one session per baseline: it becomes the only entry of ``sessions``."""
