@@ -123,7 +123,7 @@ TRIMS: list[tuple[str, float]] = [
 
 #: a placeholder for ``deep_gemm``: sglang 0.5.16's dsa_backend (imported by eagle_worker_v2 when it captures
 #: CUDA graphs, for every model) runs ``import deep_gemm``; with SGLANG_ENABLE_JIT_DEEPGEMM=0 nothing else is used
-DEEP_GEMM_PLACEHOLDER = '''"""Placeholder carried by specwatch's SGLang kit: sgl-deep-gemm is not on a Llama + EAGLE-3 path."""
+DEEP_GEMM_PLACEHOLDER = '''"""Placeholder of specwatch's SGLang kit: sgl-deep-gemm is not on a Llama + EAGLE-3 path."""
 
 
 def __getattr__(name):
