@@ -78,28 +78,52 @@ def test_ab_flags_a_slowdown_injected_from_outside(server_repo: tuple[Path, list
     assert "specwatch-bisect-" not in _git(repo, "worktree", "list")  # the worktrees are gone
 
 
+#: one key's line of ab's report: "[ab] KEY: VERDICT: ...; head/base R [LO, HI] over N round(s), ..."
+KEY_LINE = re.compile(r"^\[ab\] (?P<key>\S+): (?P<verdict>unsure|no regression|regression|slower): .*?"
+                      r"beyond (?P<tol>\d+(?:\.\d+)?)%.*?; "
+                      r"head/base (?P<ratio>[\d.]+) \[(?P<lo>[\d.]+), (?P<hi>[\d.]+)\]", re.M)
+
+
+def _unsure_keys_are_undecided(stdout: str) -> list[str]:
+    """Every key ab left unsure, checked against its own printed bounds: an unsure is honest only when
+    its interval holds 1 (no change) AND reaches past the tolerance on one side (too wide to rule a
+    slowdown out). An unsure whose bounds would have decided is a broken rule, not noise: it fails."""
+    unsure = [m for m in KEY_LINE.finditer(stdout) if m["verdict"] == "unsure"]
+    assert unsure, "ab ended unsure (exit 3) without naming an unsure key:\n" + stdout[-4000:]
+    for m in unsure:
+        lo, hi, tol = float(m["lo"]), float(m["hi"]), float(m["tol"]) / 100
+        slack = 0.001  # the bounds are printed to 3 decimals
+        assert lo - slack <= 1.0 <= hi + slack, f"unsure, yet its bounds exclude no-change: {m.group(0)}"
+        assert lo < 1 - tol + slack or hi > 1 / (1 - tol) - slack, (
+            f"unsure, yet its bounds rule out the tolerance: {m.group(0)}")
+    return [m.group(0) for m in unsure]
+
+
 def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     # The default tolerance is the one the default looks (rounds 2-4) settle at the default round
     # spread of a class without history (15 %): a shared 2-core CI machine's rounds disagree by
     # 5-17 %, so 2-4 rounds rule it out, far inside the slowdown the other test must find.
     repo, (base, _) = server_repo
     out = _ab(repo, base, base, tmp_path / "try-1")
-    # never a false alarm (1), nor a false "slower" (6): A/A reads either at most alpha of the time together
+    # Never a false alarm (1), nor a false "slower" (6): both are decisions that head differs from itself.
+    # Load does not excuse them: ab alternates the sides (A B, B A, ...), so load lands on both, and the
+    # rule's A/A rate of the two together is at most alpha (1 %) at its assumed spread. Simulated at
+    # twice and three times that spread (30 %, 45 %; 4 rounds, the default prior): regression 2.0 % /
+    # 5.7 %, slower 0.4 % / 0.2 %; a 'slower' stays far rarer than the false alarms already failed here.
     assert out.returncode not in (1, 6), out.stdout[-4000:] + out.stderr[-2000:]
     if out.returncode == 3:
         # exit 3 is "re-run" in the CI templates (docs/ci/github-ab.yml), and a user re-runs: CI's other
-        # xdist workers once read this A/A unsure at rounds of -18% -19% -31% +7% (spread 18%, inside the
-        # skip below). One re-run, with a fresh memo, as that job would; it too must never be a false alarm.
+        # xdist workers once read this A/A unsure at rounds of -18% -19% -31% +7%. One re-run, with a fresh
+        # memo, as that job would; it too must never be a false alarm.
+        _unsure_keys_are_undecided(out.stdout)
         out = _ab(repo, base, base, tmp_path / "try-2")
         assert out.returncode not in (1, 6), out.stdout[-4000:] + out.stderr[-2000:]
-    spreads = [float(x) for x in re.findall(r"round-to-round spread (\d+(?:\.\d+)?)%", out.stdout)]
-    if out.returncode == 3 and ("the run is noisier than its record" in out.stdout
-                                or (spreads and max(spreads) > 2 * 15.0)):
-        # unsure is the documented answer for rounds far noisier than the spread assumed (15 % for a
-        # class without history): other jobs on the 2 cores moved rounds by +40 % / -75 % / +188 % once,
-        # and CI's other xdist workers by 38 %. Not this test's case; a false alarm fails above.
-        pytest.skip(f"the rounds spread {max(spreads or [0]):.0f}%, beyond twice the assumed 15%: "
-                    + out.stdout[-1500:])
+    if out.returncode == 3:
+        # Unsure twice is an undecided verdict, not a wrong one: on a loaded 2-core machine rounds
+        # moved by +40 % / -75 % / +188 %, far beyond the 15 % assumed. It never fails the test (issue 31
+        # item 6); it skips with ab's own words, once its bounds are checked to be truly undecided.
+        keys = _unsure_keys_are_undecided(out.stdout)
+        pytest.skip("ab A/A unsure twice (undecided, not a false alarm): " + " | ".join(keys)[:1500])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "[ab] no regression after " in out.stdout
     rounds = int(out.stdout.split("[ab] no regression after ", 1)[1].split()[0])
