@@ -364,19 +364,30 @@ def test_a_non_streamed_request_whose_client_left_is_aborted(srv: Server) -> Non
     does, and aborts the request instead of generating for nobody."""
     import socket
 
-    def aborted() -> float:
+    def metric(name: str, **labels: str) -> float:
         samples = parse_metrics(srv.request("GET", "/metrics")[1].decode())
-        return metric_sum(samples, "sglang:num_aborted_requests_total")
+        return metric_sum(samples, name, **labels)
 
-    before = aborted()
+    def aborted() -> float:
+        return metric(name="sglang:num_aborted_requests_total")
+
+    def decoded() -> float:
+        return metric("sglang:realtime_tokens_total", mode="decode")
+
+    before, decoded_before = aborted(), decoded()
     body = json.dumps({"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 400, **GREEDY}}).encode()
     srv.request("POST", "/ref/fault", {"slowdown_pct": 2000})  # ~20x slower steps: the request outlives the client
     try:
         with socket.create_connection(("127.0.0.1", srv.port)) as s:
             s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            time.sleep(0.5)
-        deadline = time.monotonic() + 10
+            # the client leaves once the server is generating for it (a condition, not a sleep: a loaded
+            # host may not have read the request yet after any fixed wait); 60 s is a hang guard only
+            deadline = time.monotonic() + 60
+            while decoded() == decoded_before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert decoded() > decoded_before, "the request never started decoding"
+        deadline = time.monotonic() + 60
         while aborted() == before and time.monotonic() < deadline:
             time.sleep(0.2)
         assert aborted() == before + 1

@@ -146,8 +146,8 @@ def test_tp2_boots_answers_same_greedy_output_and_dies_with_main(tp1: Server, tm
         tree = [p.pid for p in psutil.Process(srv.proc.pid).children(recursive=True)]
         assert len(tree) >= 2
         os.kill(srv.proc.pid, signal.SIGKILL)
-        srv.proc.wait(timeout=5)
-        assert _wait_gone(tree, 5.0) == []
+        srv.proc.wait(timeout=60)
+        assert _wait_gone(tree, 60.0) == []  # a hang guard, not a speed test: a loaded host is slow to reap
     finally:
         srv.stop(signal.SIGKILL)
 
@@ -162,18 +162,28 @@ def test_sigterm_stops_everything_even_mid_request(tmp_path: Path) -> None:
 
 
 def _sigterm_mid_request(tp1: Server) -> None:
+    import http.client
     import urllib.request
 
     tree = [p.pid for p in psutil.Process(tp1.proc.pid).children(recursive=True)]
     assert tp1.workers()
+    # Mid-request by construction, not by a stopwatch: each step slowed 20x, so the 900 tokens would take
+    # minutes, far beyond the hang guards below; the stream must end without its final chunk.
+    status, _ = tp1.request("POST", "/ref/fault", {"slowdown_pct": 2000})
+    assert status == 200
     body = json.dumps({"text": "long", "stream": True,
                        "sampling_params": {"max_new_tokens": 900, "ignore_eos": True}}).encode()
-    resp = urllib.request.urlopen(urllib.request.Request(tp1.url + "/generate", data=body), timeout=60)
+    resp = urllib.request.urlopen(urllib.request.Request(tp1.url + "/generate", data=body), timeout=120)
     assert resp.readline().startswith(b"data: ")  # a request is in flight
-    t0 = time.monotonic()
-    code = tp1.stop(signal.SIGTERM, timeout=15)
+    code = tp1.stop(signal.SIGTERM, timeout=120)  # a generous hang guard: stop() SIGKILLs after it (code != 0)
+    try:
+        rest = resp.read()
+    except http.client.IncompleteRead as cut:  # the server went away mid-stream
+        rest = cut.partial
+    except OSError:
+        rest = b""
     resp.close()
-    assert code == 0
-    assert _wait_gone(tree, 5.0) == []
-    assert time.monotonic() - t0 < 10
+    assert code == 0, tp1.log()[-3000:]
+    assert b"[DONE]" not in rest and b'"finish_reason": {"type": "length"' not in rest, rest[-500:]  # cut short
+    assert _wait_gone(tree, 60.0) == []
     assert "SIGTERM received" in tp1.log()
