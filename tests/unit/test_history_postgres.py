@@ -34,6 +34,7 @@ WRITER = textwrap.dedent("""
         return ResultSet([r], machine={"machine_class": "fleet", "host_id": name}, commit=f"{name}-{i}",
                          created=f"2026-11-30T{i // 60:02d}:{i % 60:02d}:00+00:00")
 
+    (go.parent / f"ready-{me}").touch()
     while not go.exists():  # both writers start together, the schema not yet created
         time.sleep(0.002)
     start = time.time()
@@ -42,7 +43,12 @@ WRITER = textwrap.dedent("""
         for i in range(n):
             ids.append(h.append(one(me, i, 100.0 + i)))      # this host's own run
             ids.append(h.append(one("shared", i, 50.0 + i)))  # the same run, written by both hosts
-            time.sleep(0.005)  # spread over ~0.4 s, so the two writers surely overlap on a busy machine
+            if i == 0:  # a barrier, not a stopwatch: neither goes on before both have written once
+                (go.parent / f"first-{me}").touch()
+                deadline = time.monotonic() + 120
+                while len(list(go.parent.glob("first-*"))) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.002)
+            time.sleep(0.005)
     print(json.dumps({"start": start, "end": time.time(), "ids": ids}))
 """)
 
@@ -53,13 +59,16 @@ def test_two_processes_writing_at_once_lose_nothing_and_store_each_run_once(hist
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, history_target, name, str(go), str(n)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
-    time.sleep(0.5)  # both interpreters up and waiting
+    deadline = time.monotonic() + 120  # both interpreters up and waiting (a hang guard, not a sleep)
+    while len(list(tmp_path.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.02)
     go.touch()
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
     a, b = (json.loads(out) for out, _ in outs)
-    assert a["start"] < b["end"] and b["start"] < a["end"], "the two writers did not overlap"
+    assert a["start"] < b["end"] and b["start"] < a["end"], "the two writers did not overlap"  # sure, by the barrier
     with open_history(history_target, readonly=True) as h:
         runs = h.stored_runs()
         assert h.run_count() == len(runs) == 3 * n  # n of a's, n of b's, n shared ones stored once

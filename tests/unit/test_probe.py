@@ -11,13 +11,19 @@ from specwatch.signals.probe import probe_env, read_records, render_sitecustomiz
 
 _SCRIPT = textwrap.dedent(
     """
+    import glob
     import multiprocessing as mp
     import os
     import time
 
     def child():
         os.environ["NCCL_ALGO"] = "Ring"   # set after start: only the later record can see it
-        time.sleep(0.8)
+        # live until the probe's later record is written (a condition, not a fixed sleep: a loaded
+        # host can start the later thread late); 120 s is a hang guard only
+        mine = os.path.join(os.environ["SPECWATCH_PROBE_DIR"], "%d-later-*.json" % os.getpid())
+        deadline = time.monotonic() + 120
+        while not glob.glob(mine) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     if __name__ == "__main__":
         mp.set_start_method("spawn")
@@ -32,7 +38,9 @@ _SCRIPT = textwrap.dedent(
 def _run(tmp_path, pythonpath, extra_env=None, script=_SCRIPT):
     records = tmp_path / "records"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SPECWATCH_"))}
-    env.update(probe_env(pythonpath[0], records, variables=["NCCL_*", "USER_SC", "ABSENT_VAR"], later_s=0.3))
+    # later_s: the child sets NCCL_ALGO as soon as spawn has started it; the later record must come after
+    # that. 2 s leaves a loaded host room to finish the spawn bootstrap (0.3 s raced it)
+    env.update(probe_env(pythonpath[0], records, variables=["NCCL_*", "USER_SC", "ABSENT_VAR"], later_s=2.0))
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
     env["NCCL_PROTO"] = "LL"
     env.update(extra_env or {})

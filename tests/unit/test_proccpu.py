@@ -9,11 +9,14 @@ import time
 
 from specwatch.signals.proccpu import tree_cpu_seconds
 
-#: a parent that sleeps while its child burns 0.4 s of CPU and then sleeps, printing "done" when it has
+#: a parent that sleeps while its child burns 0.4 s of CPU once told to (a line on stdin, so that the
+#: test's first reading comes before the burn however late a loaded host schedules it) and then sleeps,
+#: printing "done" when it has
 TREE = """
 import subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", '''
-import time
+import sys, time
+sys.stdin.readline()
 end = time.process_time() + 0.4
 while time.process_time() < end:
     pass
@@ -25,10 +28,13 @@ child.wait()
 
 
 def test_a_process_trees_cpu_time_counts_its_childrens_work_and_not_their_sleep() -> None:
-    tree = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
+    tree = subprocess.Popen([sys.executable, "-c", TREE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         start = tree_cpu_seconds(tree.pid)
         assert start is not None
+        assert tree.stdin is not None
+        tree.stdin.write("go\n")
+        tree.stdin.flush()
         assert tree.stdout is not None and tree.stdout.readline().strip() == "done"  # the child's burn is over
         burnt = tree_cpu_seconds(tree.pid)
         assert burnt is not None and burnt - start >= 0.3  # the child's work, though the parent slept

@@ -57,12 +57,14 @@ def test_teardown_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
 
 
 def test_crash_during_boot_is_a_clear_error_with_log_tail(tmp_path: Path) -> None:
-    server = ServerProcess(_spec(tmp_path, "--crash-during-boot"))
+    # a boot timeout far beyond any loaded host's delay: "at once" is then told from "after the boot
+    # timeout" by a margin of minutes, not by a stopwatch threshold a busy CI machine can cross
+    server = ServerProcess(_spec(tmp_path, "--crash-during-boot", timeout=600.0))
     server.start()
     started = time.monotonic()
     with pytest.raises(ServerBootError) as info:
         server.wait_ready()
-    assert time.monotonic() - started < 20, "a crash must be reported at once, not after the boot timeout"
+    assert time.monotonic() - started < 300, "a crash must be reported at once, not after the boot timeout"
     text = str(info.value)
     assert "exited with code 3 during boot" in text
     assert "CUDA out of memory" in text  # the log tail is attached
@@ -120,7 +122,7 @@ def test_a_killed_worker_is_noticed_before_the_next_request(tmp_path: Path) -> N
         assert server.why_dead() == ""
         worker = min(server.tree_pids() - {server.pid})
         os.kill(worker, signal.SIGKILL)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a hang guard: why_dead() is polled until it speaks
         while not server.why_dead() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert f"worker process(es) {worker} died" in server.why_dead() or "exited" in server.why_dead()
