@@ -75,6 +75,7 @@ SETTINGS: dict[str, str] = {
     "device": "",  # "cpu": every profile becomes a CPU variant (a plumbing check, not a measurement)
     "sglang_profile": "fixtures/profiles/sglang-0.5.16-h200.toml",  # sglang-*: the real-SGLang profile
     "sglang_baselines": "docs/validation/sglang/baselines",  # sglang-faults-x1: recorded by sglang-x1
+    "sglang_sleep": "6000000",  # sglang-drift-x1: GPU cycles slept after every graph replay (about 3 ms)
 }
 
 
@@ -462,6 +463,20 @@ def sglang_faults_x1(p: Plan) -> None:
                            baselines=recorded), ab]]]
 
 
+def sglang_drift_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 alone on one GPU: record a baseline session, then the server slowed from
+    outside its code (``sglang_sleep`` GPU cycles after every graph replay) judged against it."""
+    base, scratch = "docs/validation/sglang/eagle3-base.toml", f"{p.rel(p.run)}/baselines"
+    slow = p.profile("docs/validation/sglang/eagle3-slow.toml", "eagle3-slow",
+                     replace=((r'SPECWATCH_SLOWDOWN_GPU_CYCLES = "\d+"',
+                               f'SPECWATCH_SLOWDOWN_GPU_CYCLES = "{p.s["sglang_sleep"]}"'),))
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", "drift", "--specwatch-yardstick=off"]
+    p.stages = [[[_sglang_setup(p),
+                  p.pytest("sgl-record", 150, *k, f"--specwatch-profiles={base}", "--update-baselines", gpu="0",
+                           baselines=scratch),
+                  p.pytest("sgl-slowed", 150, *k, f"--specwatch-profiles={slow}", gpu="0", baselines=scratch)]]]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -518,6 +533,8 @@ SCENARIOS = {s.name: s for s in (
              "accept-length sources and a 0.92 claim, a leaked sitecustomize, lossless, eager verify (no graphs; "
              "batches past the captured sizes), capture/inspect, drift and ab of a slowed server",
              "(new: issue 29)", sglang_faults_x1),
+    Scenario("sglang-drift-x1", "real SGLang 0.5.16 + EAGLE-3 alone on one GPU: a baseline session, then the "
+             "server slowed from outside its code, judged by the drift gate", "(new: issue 29)", sglang_drift_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
              "yardstick", "(new: the user's next-week run)", fresh_x1),
 )}
