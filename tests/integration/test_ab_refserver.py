@@ -69,7 +69,8 @@ def test_ab_flags_a_slowdown_injected_from_outside(server_repo: tuple[Path, list
     out = _ab(repo, base, head, tmp_path)
     assert out.returncode == 1, out.stdout[-4000:] + out.stderr[-2000:]
     assert "REGRESSION" in out.stdout
-    assert "head against base, 2 alternating rounds" in out.stdout, out.stdout[-4000:]  # ended at the first look
+    # ended at a look, not at the cap: the first (round 2) on a quiet host, a later one when load widens the rounds
+    assert re.search(r"head against base, [234] alternating rounds", out.stdout), out.stdout[-4000:]
     assert "/single-stream/decode_tok_s: regression" in out.stdout or "/single-stream/output_tok_s: regression" in (
         out.stdout)
     assert "would have been caught 19 times in 20" in out.stdout

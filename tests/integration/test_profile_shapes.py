@@ -84,6 +84,8 @@ speculative = { algorithm = "EAGLE3", num_steps = 2, eagle_topk = 1, num_draft_t
 [fixtures]
 baseline = "sg-base"
 spec = "sg-eagle3"
+[gates]
+spec_margin = -0.9  # EAGLE-3 of the CPU reference server runs at about a third of plain decoding (ref-tiny)
 """
 
 
@@ -180,7 +182,9 @@ def test_an_sglang_profile_with_a_speculative_server(tmp_path: Path, fake_sglang
     past = found["test_batches_past_the_captured_sizes_fail_naming_the_capture_flag"]
     assert past.startswith("its precondition does not hold") and "decode max_bs = 8" in past, past
     assert found["test_verify_runs_as_cuda_graphs"].startswith("expected on CPU"), found  # an xfail, with its reason
-    assert "not judged" in found["test_speculation_beats_baseline"], found["test_speculation_beats_baseline"]
+    # a first run judges spec vs plain in its one round; it may only skip saying what would decide it
+    gate = found["test_speculation_beats_baseline"]
+    assert gate == "" or (gate.startswith(("not judged", "unsure")) and "would decide it" in gate), gate
 
 
 def test_an_openai_profile(tmp_path: Path, openai_server: str) -> None:

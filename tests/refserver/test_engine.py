@@ -265,10 +265,12 @@ def test_fault_diverge_changes_greedy_output() -> None:
 
 
 def test_fault_slowdown_adds_proportional_work() -> None:
-    def mean_step(pct: float) -> float:
+    # the fastest step of each: a loaded host stretches some steps of either run, never shortens one, and the
+    # slowdown's busy-wait is 4x each measured step, so the fastest slowed step is still about 5x the fastest plain
+    def fastest_step(pct: float) -> float:
         _, _, outs = generate(PROMPTS[:2], steps=2, max_new=24, fault_slowdown_pct=pct)
-        return sorted(o.forward_s for o in outs)[len(outs) // 2]
-    assert mean_step(400.0) > 2.5 * mean_step(0.0)
+        return min(o.forward_s for o in outs)
+    assert fastest_step(400.0) > 2.5 * fastest_step(0.0)
 
 
 def test_cpu_runs_eager_and_capture_is_empty() -> None:

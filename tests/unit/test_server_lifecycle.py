@@ -103,14 +103,14 @@ def test_no_server_survives_the_harness(tmp_path: Path, sig: int) -> None:
             s.stop()
     """)
     harness = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": SRC})
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert pidfile.exists(), "harness did not boot its server"
     pids = {int(p) for p in pidfile.read_text().split()}
     harness.send_signal(sig)
-    harness.wait(timeout=30)
-    assert _gone(pids, within=10.0), f"server processes survived {signal.Signals(sig).name} of the harness"
+    harness.wait(timeout=120)  # a hang guard: a loaded CI host once needed more than 30 s
+    assert _gone(pids, within=60.0), f"server processes survived {signal.Signals(sig).name} of the harness"
 
 
 def test_a_killed_worker_is_noticed_before_the_next_request(tmp_path: Path) -> None:
