@@ -661,3 +661,6 @@ def noise() -> Finding:
                    ["session4/results-x1-g0.json", "session4/results-x2-all.json", "session4/drift-large-gpu0-c.json",
                     "session4/drift-large-gpu1-c.json"],
                    table(["where", "server", "runs", "CV"], rows))
+
+
+import claims_sglang  # noqa: E402, F401 (registers the real-SGLang claims)
