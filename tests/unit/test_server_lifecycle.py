@@ -87,7 +87,10 @@ def test_no_server_survives_the_harness(tmp_path: Path, sig: int) -> None:
     """A harness process that boots a server and then gets Ctrl-C or SIGKILL leaves nothing behind."""
     pidfile = tmp_path / "pids"
     script = textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
+        # Ctrl-C raises KeyboardInterrupt even where SIGINT came in ignored (a shell's background job passes
+        # SIG_IGN down, and Python then installs no handler: the harness slept its 120 s through the signal)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {SRC!r})
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from pathlib import Path
