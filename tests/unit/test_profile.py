@@ -492,6 +492,14 @@ def test_speculative_settings_0_5_23_would_reject_name_the_field(spec: dict, fie
     assert "\n" not in str(info.value)
 
 
+def test_eagle_topk_without_num_steps_outside_the_eagle_family_loads() -> None:
+    """NGRAM may set eagle_topk = 1 alone: no num_steps + 1 to hold draft tokens to (this was a TypeError)."""
+    prof = parse_profiles({"server": [{"name": "s", "engine": "sglang", "model": "m",
+                                       "speculative": {"algorithm": "NGRAM", "eagle_topk": 1}}]}).get("s")
+    assert prof.speculative is not None
+    assert (prof.speculative.num_steps, prof.speculative.eagle_topk) == (None, 1)
+
+
 def test_every_0_5_23_algorithm_is_accepted() -> None:
     from specwatch.profiles.profile import ALGORITHMS
 

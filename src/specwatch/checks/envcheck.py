@@ -394,12 +394,12 @@ def _tuned(
                            "NCCL did not report it and no other view can answer "
                            f"(/proc environ {p.environ.describe()})"))
         return out
-    val, why = _sibling_says(p, var, sibling)
-    if val is not None and not _same(val, exp):
-        out.append(Finding("mismatch", p.pid, title, var, exp, val, VIEW_SIBLING, why))
+    inferred, why = _sibling_says(p, var, sibling)
+    if inferred is not None and not _same(inferred, exp):
+        out.append(Finding("mismatch", p.pid, title, var, exp, inferred, VIEW_SIBLING, why))
         return out
     detail = _cannot_answer(p, probe, has_nccl)
-    if val is not None:
+    if inferred is not None:
         detail += f"{_LIKELY}{why}), but an inference never passes a process"
     out.append(Finding("unknown", p.pid, title, var, exp, None, "", detail))
     return out

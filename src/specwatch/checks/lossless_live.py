@@ -29,7 +29,8 @@ NAME = "lossless"
 
 
 class _ServerUrl(Protocol):
-    server_url: str | None  # --server-url: the only reachable server
+    @property
+    def server_url(self) -> str | None: ...  # --server-url: the only reachable server (read only: Config is frozen)
 
 
 class ServerHost(VerdictLog, Protocol):

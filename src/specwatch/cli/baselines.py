@@ -147,6 +147,8 @@ def _cmd_baseline_show(args: argparse.Namespace) -> int:
         print(f"no baselines under {args.baseline_dir}")
     for mc, profile in pairs:
         base = store.load(mc, profile)
+        if base is None:  # removed since available() listed it
+            continue
         for name, m in sorted(base.metrics.items()):
             hosts = len({s["host"] for s in m.sessions if s.get("host")})
             print(f"{mc}/{profile} {name}: median {m.summary.median:.4g} {m.unit} "

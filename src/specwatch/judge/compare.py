@@ -190,7 +190,7 @@ def compare(
         nums += (f"; {sess.components.sessions} baseline sessions of {sess.components.machines} machine(s) "
                  f"predict {sess.centre_value:.4g} ±{_noise(sess.tolerance)} for {where}, "
                  f"session p={_fmt_p(session_p)}")
-    within_sessions = sess is not None and significant and session_p >= alpha and abs(change) > tolerance
+    within_sessions = session_p is not None and significant and session_p >= alpha and abs(change) > tolerance
 
     if within_sessions:
         assert sess is not None

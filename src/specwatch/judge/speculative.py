@@ -49,6 +49,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "LOG_ROUNDING",
@@ -189,13 +190,14 @@ def from_gauge(value: float, source: str = "sglang:spec_accept_length gauge (the
     return Estimate(value, value, value, source, Convention.WINDOW, "the last Decode-line window only")
 
 
-def meta_ratio_problem(meta: Mapping[str, object]) -> str | None:
+def meta_ratio_problem(meta: Mapping[str, Any]) -> str | None:
     """Why a request's ``meta_info.spec_accept_length`` is not SGLang's ``completion_tokens / spec_verify_ct``
     (None: it is, or the request does not carry the three fields)."""
-    got = [meta.get(k) for k in ("spec_accept_length", "completion_tokens", "spec_verify_ct")]
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got) or not got[2]:
+    got = [float(x) for k in ("spec_accept_length", "completion_tokens", "spec_verify_ct")
+           if isinstance(x := meta.get(k), (int, float)) and not isinstance(x, bool)]
+    if len(got) < 3 or not got[2]:
         return None
-    value, ct, v = (float(x) for x in got)  # type: ignore[arg-type]
+    value, ct, v = got
     if abs(value - ct / v) <= 1e-6 * max(1.0, ct / v):
         return None
     return (f"meta_info.spec_accept_length {value:g} is not completion_tokens/spec_verify_ct = {ct:g}/{v:g} = "
@@ -221,10 +223,8 @@ def from_completion_ratio(
     :func:`from_metrics_delta` (one prefill token and up to ``num_steps`` trims per request).
     """
     if verify_ct <= 0:
-        raise CannotDeriveError(
-            f"spec_verify_ct={verify_ct}: the request never reached a verify step "
-            "(e.g. max_new_tokens=1), so it has no accept length"
-        )
+        raise CannotDeriveError(f"spec_verify_ct={verify_ct}: the request never reached a verify step "
+                                "(e.g. max_new_tokens=1), so it has no accept length")
     if completion_tokens < 1:
         raise CannotDeriveError(f"completion_tokens={completion_tokens} < 1 with verify_ct={verify_ct}")
     return from_metrics_delta(completion_tokens, verify_ct, 1, num_steps, source=source)
@@ -255,7 +255,7 @@ def from_metrics_delta(
     return Estimate(value, lo, hi, source, Convention.COMPLETION_RATIO, note)
 
 
-def from_request_meta(meta: Mapping[str, object], num_steps: int, source: str = "meta_info") -> Estimate:
+def from_request_meta(meta: Mapping[str, Any], num_steps: int, source: str = "meta_info") -> Estimate:
     """A ``/generate`` ``meta_info`` with ``spec_*`` fields -> canonical.
 
     Exact when ``spec_num_correct_drafts`` is present (``1 + c/v``); else bounded from
@@ -264,12 +264,12 @@ def from_request_meta(meta: Mapping[str, object], num_steps: int, source: str = 
     v = meta.get("spec_verify_ct")
     if v is None:
         raise CannotDeriveError("meta_info has no spec_verify_ct (server not speculative?)")
-    v = int(v)  # type: ignore[arg-type]
+    v = int(v)
     c = meta.get("spec_num_correct_drafts")
     if c is not None and v > 0:
-        val = 1.0 + int(c) / v  # type: ignore[arg-type]
+        val = 1.0 + int(c) / v
         return Estimate(val, val, val, source, Convention.WINDOW, "exact: 1 + correct_drafts/verify_ct")
-    return from_completion_ratio(int(meta["completion_tokens"]), v, num_steps, source)  # type: ignore[arg-type]
+    return from_completion_ratio(int(meta["completion_tokens"]), v, num_steps, source)
 
 
 def from_windows(windows: Sequence[tuple[float, int]], source: str | None = None) -> Estimate | None:
@@ -289,7 +289,7 @@ def from_windows(windows: Sequence[tuple[float, int]], source: str | None = None
                     f"bs-weighted mean; windows {min(values):.2f}..{max(values):.2f}")
 
 
-def from_requests(metas: Sequence[Mapping[str, object]], source: str | None = None) -> Estimate | None:
+def from_requests(metas: Sequence[Mapping[str, Any]], source: str | None = None) -> Estimate | None:
     """Requests' ``meta_info`` summed -> exact ``1 + Σ correct_drafts / Σ verify_ct``.
 
     Counts the requests that report both and reached a verify step; None when none did.
@@ -297,10 +297,10 @@ def from_requests(metas: Sequence[Mapping[str, object]], source: str | None = No
     total_c = total_v = 0
     for meta in metas:
         v, c = meta.get("spec_verify_ct"), meta.get("spec_num_correct_drafts")
-        if v is None or c is None or int(v) <= 0:  # type: ignore[call-overload]
+        if v is None or c is None or int(v) <= 0:
             continue
-        total_c += int(c)  # type: ignore[call-overload]
-        total_v += int(v)  # type: ignore[call-overload]
+        total_c += int(c)
+        total_v += int(v)
     if not total_v:
         return None
     val = 1.0 + total_c / total_v
@@ -309,7 +309,7 @@ def from_requests(metas: Sequence[Mapping[str, object]], source: str | None = No
 
 
 def measured_accept_length(windows: Sequence[tuple[float, int]] = (),
-                           metas: Sequence[Mapping[str, object]] = ()) -> Estimate | None:
+                           metas: Sequence[Mapping[str, Any]] = ()) -> Estimate | None:
     """THE accept length of a measurement: the server's reported values (Decode-line windows,
     batch-weighted: :func:`from_windows`), else the requests' exact sums (:func:`from_requests`).
 

@@ -51,8 +51,9 @@ KIND_KEYS = ("version", "device", "gpu", "width")
 def score(yardstick: Any) -> float | None:
     """The yardstick's score, or None when it has no positive finite one."""
     s = yardstick.get("score") if isinstance(yardstick, Mapping) else None
-    ok = isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0
-    return float(s) if ok else None
+    if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0:
+        return float(s)
+    return None
 
 
 def kind(yardstick: Any) -> tuple[Any, ...] | None:
@@ -183,7 +184,7 @@ class Normalised:
     decision: Normalisation
     current: list[float]
     reference: list[float]
-    sessions: list[list[float]]
+    sessions: Sequence[Sequence[float]]
 
 
 def normalise(
@@ -202,7 +203,7 @@ def normalise(
     medians = [float(np.median(np.asarray(s, dtype=float))) for s in sessions]
     d = decide(medians, scores, run_score, higher_is_better=higher_is_better, alpha=alpha)
     if not d.use_normalised:  # the sessions as given (each keeps the machine it names)
-        return Normalised(d, list(current), list(reference), list(sessions))  # type: ignore[arg-type]
+        return Normalised(d, list(current), list(reference), list(sessions))
     ref = d.reference_score
     assert ref is not None and run_score is not None
     scaled = [

@@ -89,7 +89,8 @@ def _speculative(value: Any) -> Speculative | None:
     if value is False:  # e.g. a plain-decoding server where [defaults] sets speculative
         return None
     spec = Speculative(**check_table(SPECULATIVE_FIELDS, value, _SPECULATIVE_EXPECTED))
-    if spec.eagle_topk == 1 and spec.num_draft_tokens not in (None, spec.num_steps + 1):
+    # num_steps may be unset outside the EAGLE family: then there is no num_steps + 1 to hold it to
+    if spec.eagle_topk == 1 and spec.num_steps is not None and spec.num_draft_tokens not in (None, spec.num_steps + 1):
         raise Invalid("", at=".num_draft_tokens",
                        message=f"with eagle_topk = 1 it must be num_steps + 1 = {spec.num_steps + 1}, "
                                f"got {spec.num_draft_tokens}")

@@ -268,6 +268,7 @@ def resolve(ns: argparse.Namespace, *, cuda_available: bool | None = None,
                 setattr(args, flag, None)
         if args.max_running_requests is None:
             args.max_running_requests = NONSPEC_DEFAULT_MAX_RUNNING
+    assert args.max_running_requests is not None  # both branches above set it
     if args.max_queued_requests is None:
         args.max_queued_requests = 4 * args.max_running_requests
     elif args.max_queued_requests < 0:
@@ -281,7 +282,6 @@ def resolve(ns: argparse.Namespace, *, cuda_available: bool | None = None,
         backend = "disabled"
     backend_eff = "disabled" if args.device == "cpu" else backend
     args.cuda_graph_backend_decode = backend
-    assert args.max_running_requests is not None
     bs_list = capture_bs(args.is_speculative, args.cuda_graph_max_bs_decode, args.max_running_requests,
                          args.cuda_graph_bs_decode)
     args.cuda_graph_bs = bs_list if backend_eff != "disabled" else []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -326,8 +327,9 @@ class Engine:
             self.running.append(r)
             kept, reason = self._commit(r, first[i][:1])
             new_tokens[r.spec.rid] = kept
-            if scored is not None and scored[i] is not None:
-                logprobs[r.spec.rid] = scored[i][: len(kept)]  # aligned with the kept tokens
+            scored_i = scored[i] if scored is not None else None
+            if scored_i is not None:
+                logprobs[r.spec.rid] = scored_i[: len(kept)]  # aligned with the kept tokens
             if reason is not None:
                 finished[r.spec.rid] = reason
                 self._release(r)
@@ -357,8 +359,9 @@ class Engine:
                 r.verify_ct += 1
             kept, reason = self._commit(r, toks)
             new_tokens[r.spec.rid] = kept
-            if scored is not None and scored[i] is not None:
-                logprobs[r.spec.rid] = scored[i][: len(kept)]  # aligned with the kept tokens
+            scored_i = scored[i] if scored is not None else None
+            if scored_i is not None:
+                logprobs[r.spec.rid] = scored_i[: len(kept)]  # aligned with the kept tokens
             if reason is not None:
                 finished[r.spec.rid] = reason
                 self._release(r)
@@ -406,8 +409,9 @@ class Engine:
             else:
                 commits.append(g[: j + 1])
                 picks = [0] * (j + 1)
-            if scored is not None and scored[i] is not None:
-                lps.append([scored[i][k][c] for k, c in enumerate(picks)])
+            scored_i = scored[i] if scored is not None else None
+            if scored_i is not None:
+                lps.append([scored_i[k][c] for k, c in enumerate(picks)])
             else:
                 lps.append(None)
         return commits, graphed, (lps if scored is not None else None)
@@ -443,7 +447,8 @@ class Engine:
         chosen = lp.gather(-1, cand).tolist()  # [W, T, C]
         cand_ids = cand.tolist()
         k = max(batch[i].spec.top_logprobs_num for i in want)
-        top_v = top_i = None
+        top_v: list[Any] = []  # read only when some request asks for top logprobs (k > 0)
+        top_i: list[Any] = []
         if k > 0:
             top = lp.topk(k, dim=-1)  # sorted, best first
             top_v, top_i = top.values.tolist(), top.indices.tolist()

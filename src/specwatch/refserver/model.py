@@ -113,7 +113,9 @@ class RefModel:
         def put(t: torch.Tensor) -> torch.Tensor:
             return t.to(dtype=self.dtype).contiguous().to(self.device)
 
-        self.embed = next(parts).to(self.device)  # float32: the residual stream is float32
+        embed = next(parts)
+        assert isinstance(embed, torch.Tensor)  # weight_parts: the embedding, a tuple per layer, the head
+        self.embed = embed.to(self.device)  # float32: the residual stream is float32
         self.layers: list[_Layer] = []
         for _ in range(p.n_layers):
             wq, wk, wv, wo, wgate, wup, wdown = next(parts)
@@ -129,7 +131,9 @@ class RefModel:
             ))
             del wq, wk, wv, wo, wgate, wup, wdown
         self.final_norm = torch.ones(p.d_model, device=self.device)
-        self.head = put(next(parts))
+        head = next(parts)
+        assert isinstance(head, torch.Tensor)
+        self.head = put(head)
 
     def _build_rope(self) -> None:
         half = self.head_dim // 2

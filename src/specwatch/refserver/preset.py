@@ -38,6 +38,7 @@ numbers; tests/refserver/test_engine.py checks the tiny ones.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from specwatch.refserver.tokenizer import VOCAB_SIZE
@@ -76,15 +77,14 @@ class Preset:
 
 def _family(base: str, n_layers: int, d_model: int, n_heads: int, d_ff: int, ctx: int, seed: int,
             draft_layers: int, realistic: float, poor: float, on_device: bool = False) -> dict[str, Preset]:
-    common = dict(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, context_len=ctx, seed=seed)
-    common = dict(common, tail_from=draft_layers, weights_on_device=on_device)
+    preset = functools.partial(Preset, n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                               context_len=ctx, seed=seed, tail_from=draft_layers, weights_on_device=on_device)
     return {
-        base: Preset(base, draft_layers=draft_layers, tail_scale=realistic, quality="realistic", **common),
+        base: preset(base, draft_layers=draft_layers, tail_scale=realistic, quality="realistic"),
         # the same target as the realistic preset, drafted by the whole target
-        f"{base}-perfect": Preset(f"{base}-perfect", draft_layers=n_layers, tail_scale=realistic,
-                                  quality="perfect", **common),
-        f"{base}-poor": Preset(f"{base}-poor", draft_layers=draft_layers, tail_scale=poor, quality="poor",
-                               **common),
+        f"{base}-perfect": preset(f"{base}-perfect", draft_layers=n_layers, tail_scale=realistic,
+                                  quality="perfect"),
+        f"{base}-poor": preset(f"{base}-poor", draft_layers=draft_layers, tail_scale=poor, quality="poor"),
     }
 
 

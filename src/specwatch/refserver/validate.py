@@ -81,8 +81,8 @@ def parse_json(raw: bytes, method: str, path: str) -> Any:
     except RecursionError:
         raise BadRequest(_json_error(0, "the JSON nests too deeply", method, path)) from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, integers past 4300 digits
-        pos = getattr(exc, "pos", None)
-        pos = getattr(exc, "start", 0) if pos is None else pos
+        at = getattr(exc, "pos", None)
+        pos: int = getattr(exc, "start", 0) if at is None else at
         raise BadRequest(_json_error(pos, str(exc), method, path)) from exc
     check_tree(body)
     return body

@@ -343,10 +343,10 @@ def write_site(history: HistoryStore, out_dir: str | os.PathLike[str], *, machin
                         + _cell(f"{_fmt(latest.point.median)} {s.unit}", "num") + _cell(change)
                         + _verdict_cell(latest)
                         + f"<td>{sparkline(s)}</td></tr>")
-    body = about + (
+    index_body = about + (
         "<table><tr><th>key</th><th>machine class</th><th>runs</th><th>latest median</th><th>last change</th>"
         "<th>latest verdict</th><th>medians</th></tr>\n" + "\n".join(rows) + "\n</table>"
         if rows else "<p>The history holds no runs.</p>")
     index = out / "index.html"
-    index.write_text(_page(title, body), encoding="utf-8")
+    index.write_text(_page(title, index_body), encoding="utf-8")
     return [index, *written]

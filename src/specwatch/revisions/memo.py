@@ -85,7 +85,7 @@ class Memo:
         return [m for m in found if m is not None]
 
 
-def memo_root(path: str | None, default: Path) -> Path:
+def memo_root(path: str | Path | None, default: Path) -> Path:
     """The memo folder: ``--memo`` made absolute, else ``default``; UsageError when it is a file."""
     root = Path(path).resolve() if path else default
     if root.exists() and not root.is_dir():

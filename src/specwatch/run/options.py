@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from specwatch.errors import UsageError
 from specwatch.paths import DEFAULT_BASELINE_DIR, DEFAULT_HISTORY
@@ -200,6 +200,13 @@ class Config:
     commit: str | None = DEFAULTS["commit"]
     yardstick: str = DEFAULTS["yardstick"]
     rootdir: Path = field(default_factory=Path.cwd)
+
+    @overload
+    def path(self, value: str) -> Path: ...
+    @overload
+    def path(self, value: None) -> None: ...
+    @overload
+    def path(self, value: str | None) -> Path | None: ...
 
     def path(self, value: str | None) -> Path | None:
         """Resolve a configured path relative to the run's root directory."""

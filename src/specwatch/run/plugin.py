@@ -6,6 +6,8 @@ where specwatch is installed.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import pytest
 
 from specwatch.errors import InfraError
@@ -100,7 +102,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     return report
 
 
-def _infra(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+def _infra(excinfo: pytest.ExceptionInfo[BaseException] | None) -> TypeGuard[pytest.ExceptionInfo[BaseException]]:
     return excinfo is not None and excinfo.errisinstance(InfraError)
 
 

@@ -84,7 +84,7 @@ def resolve_project(explicit: str | None, inipath: Path | None, rootpath: Path, 
             raise UsageError(f"--specwatch-project {explicit}: no such folder")
         found = find_ini(root)
         ini = found[1] if found and found[0].parent == root else {}
-        return Project(root, found[0] if ini else None, ini)
+        return Project(root, found[0] if found and ini else None, ini)
     if inipath is not None:
         return Project(inipath.parent, inipath)
     found = find_ini(invocation_dir)

@@ -7,6 +7,7 @@ pooled over every baseline of it (``baselines/<class>/machine-term.json``, :mod:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ class Reference:
 
     samples: list[float]
     source: str
-    sessions: list[list[float]]  # per recording session, when the baseline kept several
+    sessions: Sequence[Sequence[float]]  # per recording session, when the baseline kept several
     extra: dict[str, Any]  # as recorded: runs, max_new_tokens, concurrency, ...
     note: str = ""  # which sessions count, or that none was recorded on this machine
     yardsticks: tuple[Any, ...] = ()  # each session's machine yardstick (None: none recorded)

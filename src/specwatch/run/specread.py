@@ -106,7 +106,7 @@ def cycle_reading(m: Measurement) -> CycleReading:
                 span, count = span + g.e2e_s - g.ttft_s, count + n
         if count and span > 0:
             client.append(1000.0 * span / count)
-    cpu = []
+    cpu: list[float] = []
     for run in m.runs:  # the server's CPU time per cycle (per step), each run: what waiting for a CPU leaves out
         n = sum((g.verify_ct or 0) if spec else g.completion_tokens - 1 for g in run.generations)
         if run.server_cpu_s is None or n <= 0:

@@ -108,12 +108,14 @@ class ServerPool:
             return self.remote.setdefault(profile.name, RunningServer(profile=profile, url=profile.url.rstrip("/"),
                                                                       shared_host=self.shared_host))
         if profile.name in self.live:
-            why = self.live[profile.name].process.why_dead()
+            booted = self.live[profile.name].process
+            assert booted is not None  # live holds only the servers this pool booted
+            why = booted.why_dead()
             if not why:
                 return self.live[profile.name]
             # polled before every use: a dead server is noticed at once and rebooted, instead of
             # the next test failing with "cannot connect"
-            self.progress(f"{profile.name} is dead ({why}; log: {self.live[profile.name].process.log_path}): "
+            self.progress(f"{profile.name} is dead ({why}; log: {booted.log_path}): "
                           "stopping what is left and booting it again")
             self.stop(profile.name)
         if profile.name in self.failed:

@@ -112,7 +112,7 @@ class BaselineMetric:
         }  # fmt: skip
 
     def reference_for(self, host: str | None, min_sessions: int, *, same_class: bool | None = True,
-                      machine: str | None = None) -> tuple[list[float], list[list[float]], str]:
+                      machine: str | None = None) -> tuple[list[float], list[MachineSession], str]:
         """The samples, the per-session samples and a note, for a comparison made on a machine: ``machine``,
         the run's label (:func:`specwatch.store.machine.run_machine`), else that of a run whose ``host`` is known.
 
