@@ -173,8 +173,10 @@ def test_relative_gate_boots_the_two_servers_in_alternation(tmp_path: Path) -> N
     assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"] * 2
     assert "round 2/2" in out.stdout
     # the summary row counts the pooled runs: 2 rounds x 3 runs per side
-    row = r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"
-    assert re.search(row, out.stdout), out.stdout[-2000:]
+    # six paired runs, less any run whose tokens reached the client in one burst (a loaded host): left out and said
+    m = re.search(r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+(\d)\s", out.stdout)
+    assert m and 1 <= int(m[1]) <= 6, out.stdout[-2000:]
+    assert int(m[1]) == 6 or "left out of decode_tok_s" in out.stdout, out.stdout[-2000:]
 
 
 def test_relative_gate_can_interleave_two_live_servers_run_by_run(tmp_path: Path) -> None:
@@ -184,8 +186,10 @@ def test_relative_gate_can_interleave_two_live_servers_run_by_run(tmp_path: Path
     assert [b.split("booting ")[1].split(":")[0] for b in boots] == ["eagle3-untuned", "eagle3-tuned"]
     assert "interleaving eagle3-untuned / eagle3-tuned run by run: round 1/1" in out.stdout
     assert "eagle3-untuned single-stream: run 6/6" in out.stdout and "eagle3-tuned single-stream: run 6/6" in out.stdout
-    row = r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"
-    assert re.search(row, out.stdout), out.stdout[-2000:]
+    # six paired runs, less any run whose tokens reached the client in one burst (a loaded host): left out and said
+    m = re.search(r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+(\d)\s", out.stdout)
+    assert m and 1 <= int(m[1]) <= 6, out.stdout[-2000:]
+    assert int(m[1]) == 6 or "left out of decode_tok_s" in out.stdout, out.stdout[-2000:]
 
 
 THREE = """
