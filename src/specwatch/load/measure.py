@@ -75,6 +75,13 @@ class RunSample:
     server_cpu_s: float | None = None
 
 
+def _value(run: RunSample, metric: str) -> float:
+    """A run's value of ``metric``: a RunSample field, or one of its bench_serving metrics (``serving``)."""
+    if metric in LEVEL_METRICS and metric not in METRICS:
+        return float(run.serving.get(metric, math.nan))
+    return float(getattr(run, metric))
+
+
 @dataclass
 class Measurement:
     """Everything one workload produced on one server."""
@@ -99,16 +106,13 @@ class Measurement:
     def samples(self, metric: str) -> list[float]:
         """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for
         ``decode_tok_s``, the runs without a measurable decode window left out (:meth:`decode_dropped`)."""
-        if metric in LEVEL_METRICS and metric not in METRICS:
-            return [float(r.serving.get(metric, math.nan)) for r in self.runs]
         dropped = self.decode_dropped() if metric == DECODE else {}
-        return [float(getattr(r, metric)) for i, r in enumerate(self.runs) if i not in dropped]
+        return [_value(r, metric) for i, r in enumerate(self.runs) if i not in dropped]
 
     def by_boot(self, metric: str) -> list[list[float]]:
         """:meth:`samples` split by the boot each run was measured on (one list for one boot)."""
         dropped = self.decode_dropped() if metric == DECODE else {}
-        xs = [(i, float(r.serving.get(metric, math.nan)) if metric in LEVEL_METRICS and metric not in METRICS
-               else float(getattr(r, metric))) for i, r in enumerate(self.runs)]
+        xs = [(i, _value(r, metric)) for i, r in enumerate(self.runs)]
         out = []
         for n in self.boots or (len(xs),):
             out.append([x for i, x in xs[:n] if i not in dropped])
