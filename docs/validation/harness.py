@@ -477,6 +477,57 @@ def sglang_drift_x1(p: Plan) -> None:
                   p.pytest("sgl-slowed", 150, *k, f"--specwatch-profiles={slow}", gpu="0", baselines=scratch)]]]
 
 
+def _sgl_ab(p: Plan, name: str, head: str, timeout: int, max_rounds: str) -> Step:
+    """``specwatch ab`` of the healthy real-SGLang EAGLE-3 server (base) against ``head``."""
+    return p.cli(name, timeout, "ab", "--base-profile", "docs/validation/sglang/eagle3-base.toml",
+                 "--head-profile", head, "--rounds", "2", "--max-rounds", max_rounds,
+                 "--memo", f"/tmp/specwatch-abmemo-{name}", "--", "-m", "perf", "tests/perf/test_throughput.py",
+                 "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
+                 "--specwatch-baseline-dir=/tmp/specwatch-none",
+                 "--specwatch-yardstick=off", f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
+
+
+def sglang_ab_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 alone on one GPU: the concurrency-16 row (captured up to 16), then
+    ``specwatch ab`` of the healthy server against one slowed from outside its code, to a verdict."""
+    prof = p.s["sglang_profile"]
+    p.stages = [[[_sglang_setup(p),
+                  p.pytest("sgl-graphs-c16", 150, "-m", "correctness", "tests/correctness/test_verify_graphs.py", "-k",
+                           "concurrency_16", f"--specwatch-profiles={prof}", gpu="0"),
+                  _sgl_ab(p, "sgl-ab-slow", "docs/validation/sglang/eagle3-slow.toml", 420, "3")]]]
+
+
+def sglang_perf_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 alone on one GPU: ``pytest -m perf`` against the baselines recorded on it
+    (no slowdown: every gate should pass or skip with its reason), then an A/A ``ab`` while time remains."""
+    prof = p.s["sglang_profile"]
+    p.stages = [[[_sglang_setup(p),
+                  p.pytest("sgl-perf", 420, "-m", "perf", "tests/perf", f"--specwatch-profiles={prof}", gpu="0",
+                           baselines=p.s["sglang_baselines"]),
+                  _sgl_ab(p, "sgl-ab-same", "docs/validation/sglang/eagle3-base.toml", 420, "2")]]]
+
+
+def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
+    def copy(run: Path, env: dict[str, str]) -> str:
+        shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
+        return f"baselines/{cls} copied into the run folder (the recording adds a session to the copy)"
+
+    return copy
+
+
+def rerecord_x1(p: Plan) -> None:
+    """One GPU: a session added to each shipped speculative h200x1 baseline (a copy in the run folder), with
+    the keys the suite gates now (accept length, cycle cost): eagle3-tuned, eagle3-untuned, large-eagle3-tuned."""
+    keep = f"{p.rel(p.run)}/baselines"
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "tests/perf/test_speculation_health.py"]
+    p.stages = [[[Call("copy-baselines", _copy_baselines("h200x1")),
+                  p.pytest("record-small", 330, *k, "-k", "eagle3", f"--specwatch-profiles={p.profile('small')}",
+                           "--update-baselines", gpu="0", baselines=keep),
+                  p.pytest("record-large", 240, *k, "-k", "large-eagle3-tuned",
+                           f"--specwatch-profiles={p.profile('large')}", "--update-baselines", gpu="0",
+                           baselines=keep)]]]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -535,6 +586,13 @@ SCENARIOS = {s.name: s for s in (
              "(new: issue 29)", sglang_faults_x1),
     Scenario("sglang-drift-x1", "real SGLang 0.5.16 + EAGLE-3 alone on one GPU: a baseline session, then the "
              "server slowed from outside its code, judged by the drift gate", "(new: issue 29)", sglang_drift_x1),
+    Scenario("sglang-ab-x1", "real SGLang 0.5.16 + EAGLE-3 alone on one GPU: the concurrency-16 verify-graph row, "
+             "then specwatch ab of the healthy server against one slowed from outside its code", "(new: issue 29)",
+             sglang_ab_x1),
+    Scenario("sglang-perf-x1", "real SGLang 0.5.16 + EAGLE-3 alone on one GPU: pytest -m perf against the baselines "
+             "recorded on it, then an A/A specwatch ab", "(new: issue 29)", sglang_perf_x1),
+    Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
+             "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
              "yardstick", "(new: the user's next-week run)", fresh_x1),
 )}
