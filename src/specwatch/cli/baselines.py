@@ -131,10 +131,7 @@ def _cmd_baseline_machine_term(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
-    from specwatch.cli.validation import register_baseline_check
-
     base = sub.add_parser("baseline", help="stored baselines").add_subparsers(dest="action", required=True)
-    register_baseline_check(base)
     p = base.add_parser("update", help="record baselines from a results file, or rebuild a machine class's "
                         "from the history of its hosts")
     p.add_argument("results", nargs="?", type=existing_file, help="a results file (JSON)")
