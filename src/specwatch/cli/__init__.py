@@ -1,6 +1,9 @@
 """The ``specwatch`` console script: read logs, compare results, manage baselines, history and bisection.
 
-One module per group of subcommands, each with a ``register(sub)``.
+One shape for every command: one module per group of subcommands, each with a ``register(sub)`` that adds
+them and points each at a ``_cmd_*(args)`` that reads the options and calls into the parts (for ``ab`` and
+the bisections, the plain-keyword ``command()`` of :mod:`specwatch.revisions`). :func:`dispatch` runs a
+parsed command under the error rule below (the research scripts under docs/validation use it too).
 
 The main job itself is ``pytest -m perf``; these commands work on what it leaves behind (or on
 an SGLang log). Every user-facing error is one line on stderr with the exit code of its kind
