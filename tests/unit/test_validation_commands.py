@@ -6,6 +6,7 @@ baselines/ and the H200 pytest runs of docs/validation/data/session3 (8 recordin
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -197,3 +198,25 @@ def test_results_files_must_agree_on_a_keys_unit(tmp_path: Path) -> None:
     assert len(results_sessions([CALL3 / "g0-healthy-1.json", CALL3 / "g0-healthy-2.json"])) >= 2
     with pytest.raises(UsageError, match="is in tokens per second"):
         results_sessions([CALL3 / "g0-healthy-1.json", other])
+
+
+def test_the_replays_are_scripts_of_docs_validation_not_specwatch_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """Research tools left the product: ``specwatch`` no longer has them, and each script runs from the checkout
+    as ``python docs/validation/<script>.py`` (its siblings machineout.py and peers.py found beside it)."""
+    import subprocess
+
+    from specwatch.cli import main
+
+    assert main(["sensitivity", str(CALL3 / "g0-healthy-1.json")]) == EXIT_USAGE
+    assert main(["baseline", "check", str(X2)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "invalid choice: 'sensitivity'" in err and "invalid choice: 'check'" in err
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "docs/validation/baseline_check.py", str(X2), "--metric", "decode_tok_s",
+                          "--leave-one-machine-out", "--peer", "changepoint"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == EXIT_OK, out.stderr
+    assert "7 sessions on 2 machines" in out.stdout and "judge/changepoint.py" in out.stdout, out.stdout
+    out = subprocess.run([sys.executable, "docs/validation/sensitivity.py", str(CALL3 / "g0-healthy-1.json")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == EXIT_USAGE and out.stderr.count("\n") == 1 and "at least 2 healthy" in out.stderr
