@@ -291,7 +291,7 @@ def report(outcome: BisectOutcome, out: TextIO, describe: Mapping[str, str] | No
 
 
 # --------------------------------------------------------------------------------------------
-# the commands' shared arguments
+# running a bisection command (its options: specwatch.cli.bisect)
 
 
 def run_command(command: str, search: Callable[[TextIO], BisectOutcome], out: TextIO | None, interrupted: str,
