@@ -301,8 +301,8 @@ def drift_repeat(p: Plan) -> None:
         lanes.append([Repeat([p.pytest(f"g{g}-s{lv:g}", 120, *k, f"--specwatch-profiles={_slowed(p, lv)}", gpu=g,
                                        baselines="/tmp/specwatch-none") for lv in order], min_left=130)])
     groups = [a for lv in levels if lv for a in ("--slowed", f"@{p.rel(p.run)}/g*-s{lv:g}-*.json")]
-    judge = p.cli("sensitivity", 120, "sensitivity", f"@{p.rel(p.run)}/g*-s0-*.json", *groups,
-                  "--metric", "decode_tok_s")
+    judge = Step("sensitivity", [p.py, "docs/validation/sensitivity.py", f"@{p.rel(p.run)}/g*-s0-*.json", *groups,
+                                 "--metric", "decode_tok_s"], 120)
     p.stages = [lanes, [[judge]]]
 
 
