@@ -134,7 +134,7 @@ class ServerProfile:
     """One server, described once."""
 
     name: str
-    engine: str = "reference"
+    engine: str = REFERENCE.name
     model: str = "ref-tiny"
     tp: int = 1
     device: str = "auto"
