@@ -142,6 +142,21 @@ def test_the_wall_check_catches_a_violating_import(tmp_path: Path) -> None:
                      "specwatch/store/leak.py: store may not import specwatch.refserver.engine"]
 
 
+def test_the_engines_import_nothing_of_the_tester_and_judging_does_not_import_them(tmp_path: Path) -> None:
+    """engines/ is data and command lines (a profile only typed); judge takes metric names as arguments."""
+    root = tmp_path / "specwatch"
+    shutil.copytree(SRC, root, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    (root / "engines" / "leak.py").write_text("from specwatch.signals import logscan\n")
+    (root / "engines" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specwatch.profiles import profile\n")
+    (root / "judge" / "leak.py").write_text("def f():\n    from specwatch.engines.registry import NATIVE\n")
+    found = [v for v in violations(root) if "leak.py" in v or "typed.py" in v]
+    assert found == ["specwatch/engines/leak.py: engines may not import specwatch.signals",
+                     "specwatch/engines/leak.py: engines may not import specwatch.signals.logscan",
+                     "specwatch/judge/leak.py: judge may not import specwatch.engines.registry",
+                     "specwatch/judge/leak.py: judge may not import specwatch.engines.registry.NATIVE"]
+
+
 def test_there_is_no_import_cycle() -> None:
     assert cycles(SRC) == []
 
