@@ -169,7 +169,7 @@ class ServerProfile:
 
     @property
     def speaks_sglang(self) -> bool:
-        """Whether the server is SGLang-compatible (its engine has the native API)."""
+        """Whether the server is SGLang-compatible (its engine has the native API); checks ask :meth:`unable`."""
         return self.engine_kind.capabilities.native_api
 
     def unable(self, check: str, needs: tuple[str, ...] = ("native_api",)) -> str | None:
@@ -179,7 +179,7 @@ class ServerProfile:
         return unable(self.engine_kind, check, needs, self.name, self.load_api)
 
     def sglang_only(self, check: str) -> str | None:
-        """:meth:`unable` for a check that needs every capability of the native engine."""
+        """:meth:`unable` for a check that needs every capability of the native engine (tests' shorthand)."""
         return self.unable(check, ("native_api", "metrics", "decode_lines", "meta_info", "process_tree"))
 
     @property
@@ -207,9 +207,8 @@ class ServerProfile:
         return self.engine_kind.arg_pieces(self, host, port)
 
     def server_args(self, host: str, port: int) -> list[str]:
-        """The engine's flags: the profile's settings and the few
-        specwatch needs (see :meth:`arg_pieces`); every speculative setting the profile leaves unset
-        stays unset, for the engine to choose."""
+        """The engine's flags: the profile's settings and the few specwatch needs (see :meth:`arg_pieces`);
+        every speculative setting the profile leaves unset stays unset, for the engine to choose."""
         return [arg for args, _ in self.arg_pieces(host, port) for arg in args]
 
     def added_flags(self, host: str = "127.0.0.1", port: int = 30000) -> list[tuple[str, str]]:
