@@ -17,19 +17,22 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "specwatch"
-#: part -> the other parts it may import. The pure parts (judge, signals) import nothing else.
+#: part -> the other parts it may import. The pure parts import nothing else (judge, engines) or only
+#: engines' data (signals).
 ALLOWED: dict[str, set[str]] = {
     "judge": set(),
-    "signals": set(),
-    "profiles": set(),
-    "store": {"judge", "signals"},
-    "report": {"judge", "store"},
-    "server": {"profiles", "signals"},
-    "load": {"server", "signals", "judge", "profiles"},
-    "checks": {"judge", "signals", "profiles", "server", "load", "store"},
-    "run": {"judge", "signals", "profiles", "server", "load", "store", "report", "checks"},
-    "revisions": {"judge", "store", "report", "server", "profiles"},
-    "cli": {"judge", "signals", "profiles", "server", "load", "store", "report", "checks", "revisions", "run"},
+    "engines": set(),  # what each engine is, from outside: data and command lines, nothing of the tester
+    "signals": {"engines"},
+    "profiles": {"engines"},
+    "store": {"judge", "signals", "engines"},
+    "report": {"judge", "store", "engines"},
+    "server": {"profiles", "signals", "engines"},
+    "load": {"server", "signals", "judge", "profiles", "engines"},
+    "checks": {"judge", "signals", "profiles", "server", "load", "store", "engines"},
+    "run": {"judge", "signals", "profiles", "server", "load", "store", "report", "checks", "engines"},
+    "revisions": {"judge", "store", "report", "server", "profiles", "engines"},
+    "cli": {"judge", "signals", "profiles", "server", "load", "store", "report", "checks", "revisions", "run",
+            "engines"},
     "refserver": set(),  # the reference server: a separate program that imports nothing of the tester
 }
 MAX_LINES = 500
@@ -137,6 +140,21 @@ def test_the_wall_check_catches_a_violating_import(tmp_path: Path) -> None:
     assert found == ["specwatch/judge/leak.py: judge may not import specwatch.run.session",
                      "specwatch/judge/leak.py: judge may not import specwatch.run.session.Session",
                      "specwatch/store/leak.py: store may not import specwatch.refserver.engine"]
+
+
+def test_the_engines_import_nothing_of_the_tester_and_judging_does_not_import_them(tmp_path: Path) -> None:
+    """engines/ is data and command lines (a profile only typed); judge takes metric names as arguments."""
+    root = tmp_path / "specwatch"
+    shutil.copytree(SRC, root, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    (root / "engines" / "leak.py").write_text("from specwatch.signals import logscan\n")
+    (root / "engines" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specwatch.profiles import profile\n")
+    (root / "judge" / "leak.py").write_text("def f():\n    from specwatch.engines.registry import NATIVE\n")
+    found = [v for v in violations(root) if "leak.py" in v or "typed.py" in v]
+    assert found == ["specwatch/engines/leak.py: engines may not import specwatch.signals",
+                     "specwatch/engines/leak.py: engines may not import specwatch.signals.logscan",
+                     "specwatch/judge/leak.py: judge may not import specwatch.engines.registry",
+                     "specwatch/judge/leak.py: judge may not import specwatch.engines.registry.NATIVE"]
 
 
 def test_there_is_no_import_cycle() -> None:

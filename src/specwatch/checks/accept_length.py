@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.engines.protocol import MetricNames
+from specwatch.engines.registry import native_metrics
 from specwatch.judge import speculative
 from specwatch.judge.verdict import Verdict
 from specwatch.profiles.profile import ServerProfile
@@ -29,10 +31,12 @@ if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
     from specwatch.signals.promtext import Exposition
 
-__all__ = ["NAME", "WINDOW_SLACK", "check", "claim_disagreements", "estimates", "evaluate", "explain_value",
+__all__ = ["NAME", "NEEDS", "WINDOW_SLACK", "check", "claim_disagreements", "estimates", "evaluate", "explain_value",
            "flush_took", "num_steps"]
 
 NAME = "accept length"
+#: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`)
+NEEDS = ("native_api", "meta_info", "metrics", "decode_lines")
 #: Population slack between Decode-line windows and whole requests (see evaluate).
 WINDOW_SLACK = 0.1
 
@@ -117,6 +121,7 @@ def estimates(
     info_after: Mapping[str, Any] | None = None,
     flushed_before: bool = False,
     metrics_after: Exposition | None = None,
+    metrics: MetricNames | None = None,
 ) -> tuple[list[speculative.Estimate], list[str], list[str]]:
     """(canonical estimates per source, problems, notes) from every accept-length source.
 
@@ -128,8 +133,10 @@ def estimates(
     ``metrics_after`` (the last log interval: it must equal the last Decode line's value, and stands in
     for the windows when there are no Decode lines). Per request, the histogram identities, the bounds,
     SGLang's definition of meta_info.spec_accept_length and the agreement of the exact value with
-    completion_tokens/verify_ct's interval are problems when they fail.
+    completion_tokens/verify_ct's interval are problems when they fail. ``metrics``: the engine's metric
+    names (default: the native engine's).
     """
+    names = metrics or native_metrics()
     ests: list[speculative.Estimate] = []
     problems: list[str] = []
     notes: list[str] = []
@@ -141,14 +148,14 @@ def estimates(
                                       source=f"Decode lines ({len(windows)} windows, each its own)")
     if logged is not None:
         ests.append(logged)
-    gauge_est, gauge_problems, gauge_notes = _gauge(metrics_after, windows)
+    gauge_est, gauge_problems, gauge_notes = _gauge(metrics_after, windows, names.accept_length)
     ests += gauge_est
     problems += gauge_problems
     notes += gauge_notes
     if metrics_delta is not None:
-        gen = metrics_delta.value("sglang:generation_tokens_total", default=0.0)
-        ver = metrics_delta.value("sglang:spec_verify_calls_total", default=0.0)
-        nreq = metrics_delta.value("sglang:num_requests_total", default=0.0) or float(len(metas))
+        gen = metrics_delta.value(names.generation_tokens, default=0.0)
+        ver = metrics_delta.value(names.verify_calls, default=0.0)
+        nreq = metrics_delta.value(names.requests, default=0.0) or float(len(metas))
         try:
             ests.append(speculative.from_metrics_delta(gen, ver, nreq, num_steps, source="/metrics delta"))
         except speculative.CannotDeriveError as exc:
@@ -171,26 +178,26 @@ def estimates(
     return ests, problems, notes
 
 
-def _gauge(metrics_after: Exposition | None, windows: Sequence[DecodeRecord]
+def _gauge(metrics_after: Exposition | None, windows: Sequence[DecodeRecord], name: str
            ) -> tuple[list[speculative.Estimate], list[str], list[str]]:
-    """The ``sglang:spec_accept_length`` gauge by its definition, the last log interval: (estimates,
+    """The accept-length gauge ``name`` by its definition, the last log interval: (estimates,
     problems, notes). With Decode lines it must equal the last one's value (the same window); without
     them it is the only window reading, of the last interval."""
-    found = metrics_after.find("sglang:spec_accept_length") if metrics_after is not None else []
+    found = metrics_after.find(name) if metrics_after is not None else []
     if len(found) != 1:  # none, or one per data-parallel replica: not one window's value
-        notes = [f"sglang:spec_accept_length: {len(found)} gauges (one per replica), not read"] if found else []
+        notes = [f"{name}: {len(found)} gauges (one per replica), not read"] if found else []
         return [], [], notes
     value = float(found[0][1])
     if value <= 0:
-        return [], [], [f"sglang:spec_accept_length gauge reads {value:g}: no Decode-line window yet (it holds "
+        return [], [], [f"{name} gauge reads {value:g}: no Decode-line window yet (it holds "
                         "the last one only)"]
     if not windows:
-        return [speculative.from_gauge(value)], [], []
+        return [speculative.from_gauge(value, f"{name} gauge (the last log interval)")], [], []
     last = windows[-1].accept_len
     if last is not None and abs(value - last) > speculative.LOG_ROUNDING + 1e-9:
-        return [], [f"sglang:spec_accept_length gauge {value:.4f} is not the last Decode line's accept len "
+        return [], [f"{name} gauge {value:.4f} is not the last Decode line's accept len "
                     f"{last:.2f}: the gauge holds the last log interval, the same window"], []
-    return [], [], [f"sglang:spec_accept_length gauge {value:.4f} equals the last Decode line's {last:.2f} (the "
+    return [], [], [f"{name} gauge {value:.4f} equals the last Decode line's {last:.2f} (the "
                     "last log interval only: not a reading of the whole measurement)"]
 
 
@@ -284,7 +291,7 @@ def check(
     A pass or fail is kept in ``log`` (None: kept nowhere).
     """
     prof = server.profile
-    if why := prof.sglang_only(NAME):
+    if why := prof.unable(NAME, NEEDS):
         return Verdict.skip(NAME, why, prof.name)
     info = measurement.server_info_after or {}
     steps = num_steps(prof, info)
@@ -297,7 +304,8 @@ def check(
     ests, problems, notes = estimates(
         num_steps=steps, decode_records=measurement.decode_records, metrics_delta=measurement.metrics_delta,
         metas=[g.meta_info for g in measurement.generations], info_before=measurement.server_info_before,
-        info_after=info, flushed_before=asked and flushed, metrics_after=getattr(measurement, "metrics_after", None))
+        info_after=info, flushed_before=asked and flushed, metrics_after=getattr(measurement, "metrics_after", None),
+        metrics=prof.engine_kind.metrics)
     if asked and not flushed:
         notes.append("/flush_cache did not take before the window (avg_spec_accept_length was still there after "
                      "it): the cumulative /server_info value is not read as the window's")

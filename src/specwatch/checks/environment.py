@@ -23,9 +23,11 @@ from specwatch.signals.logscan import LogWindow
 if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
 
-__all__ = ["NAME", "check", "evaluate", "expectation", "views_by_process"]
+__all__ = ["NAME", "NEEDS", "check", "evaluate", "expectation", "views_by_process"]
 
 NAME = "environment"
+#: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`)
+NEEDS = ("process_tree",)
 
 
 def expectation(profile: ServerProfile) -> tuple[str, dict[str, str]]:
@@ -165,7 +167,7 @@ def check(log: VerdictLog | None, server: RunningServer, wait_s: float = 5.0) ->
     is skipped: the /proc, probe and log views are out of reach.
     """
     prof = server.profile
-    if why := prof.sglang_only(NAME):
+    if why := prof.unable(NAME, NEEDS):
         return Verdict.skip(NAME, why, prof.name)
     pid = server.pid
     if pid is None:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.engines.registry import native_metrics
 from specwatch.signals.logscan import CaptureRecord, DecodeRecord
 
 #: A graphed verify of a few tokens costs about 1.2x a graphed decode step (device-facts: 0.86 vs
@@ -254,8 +255,10 @@ def check_verify_graphs(
     verify_cycle_ms: float | None = None,
     decode_step_ms: float | None = None,
     concurrency: int | None = None,
+    counter: str | None = None,
 ) -> GraphReport:
-    """Judge graph use in the verify step from every signal available.
+    """Judge graph use in the verify step from every signal available (``counter``: the engine's name of
+    the graph-pass counter the ``counters`` came from; default the native engine's).
 
     ``counters`` maps ``decode_cuda_graph`` and ``decode_none`` to their deltas over the workload
     (None without /metrics). ``batch_sizes`` are the running-batch sizes the workload produced;
@@ -272,7 +275,7 @@ def check_verify_graphs(
         signals["metrics"] = (f"{eager:.0f} of {total:.0f} verify steps eager (cuda_graph_passes_total "
                               f"decode_none vs decode_cuda_graph)" if total else "no verify steps counted")
         if total:
-            verdict, decided = eager == 0, "sglang:cuda_graph_passes_total"
+            verdict, decided = eager == 0, counter or native_metrics().graph_passes
     uses = batch_use(decode_records)
     if decode_records:
         eager_lines = sum(u.eager for u in uses)

@@ -90,9 +90,10 @@ def _verify_graphs(cap: Capture, profile: ServerProfile | None, name: str,
     skip = _not_speculative(cap, profile, verify_graphs.NAME, name, "there is no verify step")
     if skip is not None:
         return skip
+    names = profile.engine_kind.metrics if profile is not None else None
     return verify_graphs.evaluate(
-        name, counters=verify_graphs.graph_counters(cap.metrics()), decode_records=decodes, captures=captures,
-        server_info=cap.server_info or {}, batch_sizes=[r.running for r in decodes])
+        name, counters=verify_graphs.graph_counters(cap.metrics(), names), decode_records=decodes, captures=captures,
+        server_info=cap.server_info or {}, batch_sizes=[r.running for r in decodes], metrics=names)
 
 
 def _accept_length(cap: Capture, profile: ServerProfile | None, name: str, decodes: list[DecodeRecord]) -> Verdict:
@@ -104,8 +105,9 @@ def _accept_length(cap: Capture, profile: ServerProfile | None, name: str, decod
     if steps is None:
         return Verdict.skip(accept_length.NAME, "num_steps is unknown: neither the profile nor the captured "
                                                 "/server_info (speculative_num_steps) says it", name)
+    names = profile.engine_kind.metrics if profile is not None else None
     ests, problems, notes = accept_length.estimates(num_steps=steps, decode_records=decodes,
-                                                    metrics_delta=cap.metrics())
+                                                    metrics_delta=cap.metrics(), metrics=names)
     if cap.metrics_text is None:
         notes.append(f"no /metrics in the capture ({_why(cap, 'metrics')})")
     if cap.log is None:
@@ -140,11 +142,15 @@ def _why(cap: Capture, part: str) -> str:
 def inspect_capture(cap: Capture, profile: ServerProfile | None = None) -> list[Verdict]:
     """The environment, verify-graph and accept-length verdicts of a capture (``profile``: what it should be)."""
     name = profile.name if profile is not None else AS_LAUNCHED
-    if profile is not None and profile.sglang_only("inspect"):  # as the live checks skip them: never a pass
-        return [Verdict.skip(check, why, name) for check in (environment.NAME, verify_graphs.NAME, accept_length.NAME)
-                if (why := profile.sglang_only(check))]
-    records = parse_lines(cap.log_lines())
+    needs = {environment.NAME: environment.NEEDS, verify_graphs.NAME: verify_graphs.NEEDS,
+             accept_length.NAME: accept_length.NEEDS}
+    # as the live checks skip them: never a pass
+    unable = {check: why for check, what in needs.items()
+              if profile is not None and (why := profile.unable(check, what))}
+    records = parse_lines(cap.log_lines()) if len(unable) < len(needs) else []
     decodes = [r for r in records if isinstance(r, DecodeRecord)]
     captures = [r for r in records if isinstance(r, CaptureRecord)]
-    return [_environment(cap, profile), _verify_graphs(cap, profile, name, decodes, captures),
-            _accept_length(cap, profile, name, decodes)]
+    judged = {environment.NAME: lambda: _environment(cap, profile),
+              verify_graphs.NAME: lambda: _verify_graphs(cap, profile, name, decodes, captures),
+              accept_length.NAME: lambda: _accept_length(cap, profile, name, decodes)}
+    return [Verdict.skip(check, unable[check], name) if check in unable else judge() for check, judge in judged.items()]

@@ -23,9 +23,11 @@ from specwatch.profiles.profile import ServerProfile
 if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
 
-__all__ = ["NAME", "ServerHost", "check", "generate_scored", "greedy_outputs", "scored_outputs"]
+__all__ = ["NAME", "NEEDS", "ServerHost", "check", "generate_scored", "greedy_outputs", "scored_outputs"]
 
 NAME = "lossless"
+#: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`)
+NEEDS = ("native_api", "meta_info")
 
 
 class _ServerUrl(Protocol):
@@ -127,7 +129,7 @@ def check(
     the server that is already live is asked first. A pass or fail is kept in the host's log.
     """
     base, spec = _resolve(host, baseline_profile), _resolve(host, spec_profile)
-    if why := spec.sglang_only(NAME) or base.sglang_only(NAME):
+    if why := spec.unable(NAME, NEEDS) or base.unable(NAME, NEEDS):
         return Verdict.skip(NAME, why, spec.name)
     if host.config.server_url:
         return Verdict.skip(NAME, f"--server-url: only one server ({host.config.server_url}) is reachable; the "

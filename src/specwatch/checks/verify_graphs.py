@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.checks import graphcheck
 from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.engines.protocol import MetricNames
+from specwatch.engines.registry import native_metrics
 from specwatch.judge.diagnose import median_gap_ms
 from specwatch.judge.verdict import Verdict
 from specwatch.signals.logscan import CaptureRecord, DecodeRecord, LogWindow
@@ -25,17 +27,20 @@ if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
     from specwatch.signals.promtext import Exposition
 
-__all__ = ["NAME", "check", "evaluate", "graph_counters"]
+__all__ = ["NAME", "NEEDS", "check", "evaluate", "graph_counters"]
 
 NAME = "verify graphs"
+#: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`)
+NEEDS = ("native_api", "graph_counters", "decode_lines")
 
 
-def graph_counters(delta: Exposition | None) -> dict[str, float] | None:
-    """``sglang:cuda_graph_passes_total`` deltas by mode (summed over ranks); None without /metrics."""
+def graph_counters(delta: Exposition | None, metrics: MetricNames | None = None) -> dict[str, float] | None:
+    """The graph-pass counter's deltas by mode (summed over ranks); None without /metrics. ``metrics``: the
+    engine's names (default: the native engine's, ``cuda_graph_passes_total``)."""
     if delta is None:
         return None
     out: dict[str, float] = {}
-    for labels, value in delta.find("sglang:cuda_graph_passes_total"):
+    for labels, value in delta.find((metrics or native_metrics()).graph_passes):
         mode = labels.get("mode", "")
         out[mode] = out.get(mode, 0.0) + value
     return out if out else None
@@ -52,12 +57,13 @@ def evaluate(
     verify_cycle_ms: float | None = None,
     decode_step_ms: float | None = None,
     concurrency: int | None = None,
+    metrics: MetricNames | None = None,
 ) -> Verdict:
     """Judge verify-graph use from collected signals (see :func:`graphcheck.check_verify_graphs`)."""
     rep = graphcheck.check_verify_graphs(
         counters=counters, decode_records=decode_records, captures=captures, server_info=server_info,
         batch_sizes=batch_sizes, verify_cycle_ms=verify_cycle_ms, decode_step_ms=decode_step_ms,
-        concurrency=concurrency)
+        concurrency=concurrency, counter=(metrics or native_metrics()).graph_passes)
     message = rep.message()
     if rep.ok is None:
         return Verdict.of(NAME, None, message, "no signal could answer (no /metrics counters, no Decode lines, no "
@@ -74,7 +80,7 @@ def check(log: VerdictLog | None, server: RunningServer, measurement: Measuremen
     one: its decode step is the timing signal's yardstick. A pass or fail is kept in ``log``.
     """
     prof = server.profile
-    if why := prof.sglang_only(NAME):
+    if why := prof.unable(NAME, NEEDS):
         return Verdict.skip(NAME, why, prof.name)
     if prof.speculative is None:
         return Verdict.skip(NAME, "not a speculative server: there is no verify step", prof.name)
@@ -85,8 +91,9 @@ def check(log: VerdictLog | None, server: RunningServer, measurement: Measuremen
     sizes = [r.running for r in decodes] or [measurement.workload.concurrency]
     cycle = median_gap_ms(g.chunk_gaps_s for g in measurement.generations)
     step = median_gap_ms(g.chunk_gaps_s for g in baseline.generations) if baseline is not None else None
+    names = prof.engine_kind.metrics
     result = evaluate(
-        prof.name, counters=graph_counters(measurement.metrics_delta), decode_records=decodes, captures=captures,
-        server_info=measurement.server_info_after, batch_sizes=sizes, verify_cycle_ms=cycle, decode_step_ms=step,
-        concurrency=measurement.workload.concurrency)
+        prof.name, counters=graph_counters(measurement.metrics_delta, names), decode_records=decodes,
+        captures=captures, server_info=measurement.server_info_after, batch_sizes=sizes, verify_cycle_ms=cycle,
+        decode_step_ms=step, concurrency=measurement.workload.concurrency, metrics=names)
     return record(log, result)

@@ -61,7 +61,7 @@ def _cmd_profile_show(args: argparse.Namespace) -> int:
     for name, prof in ps.servers.items():
         roles = [r for r, n in ps.roles.items() if n == name]
         env = " ".join(f"{k}={v}" for k, v in sorted(prof.env_vars.items())) or "(no tuning variables)"
-        if not prof.speaks_sglang:  # engine = "openai": nothing to boot, only where the load goes
+        if not prof.engine_kind.capabilities.boots:  # e.g. engine = "openai": nothing to boot, only where the load goes
             model = prof.model or "the first id of GET /v1/models"
             print(f"# {name} [{', '.join(roles) or '-'}] {prof.engine}: not booted; load: POST "
                   f"{prof.url or '--specwatch-server-url'}/v1/{'chat/' if prof.load_api == 'chat' else ''}completions, "

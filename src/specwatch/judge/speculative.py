@@ -87,7 +87,7 @@ _EPS = 1e-9
 #: Each accept-length source of SGLang 0.5.23 and what it covers, by the name its estimates carry.
 SOURCES: dict[str, str] = {
     "Decode lines": "each line's window: Σ(correct drafts + bs) / Σ bs over its decode_log_interval batches",
-    "sglang:spec_accept_length": "a gauge: the last Decode-line window only (0.0 before the first)",
+    "spec_accept_length gauge": "the engine's gauge: the last Decode-line window only (0.0 before the first)",
     "/server_info avg_spec_accept_length": "cumulative since boot or the last successful /flush_cache",
     "meta_info": "per request, exact: 1 + spec_num_correct_drafts / spec_verify_ct",
     "meta_info spec_accept_length": "per request: completion_tokens / spec_verify_ct (counts the prefill token, "
@@ -100,7 +100,7 @@ SOURCES: dict[str, str] = {
 class Convention(str, enum.Enum):
     """Where an accept-length-like number came from (and so what it means)."""
 
-    WINDOW = "window"  # Decode-line "accept len", sglang:spec_accept_length gauge (canonical)
+    WINDOW = "window"  # Decode-line "accept len", the spec_accept_length gauge (canonical)
     CUMULATIVE = "cumulative"  # /server_info internal_states[k].avg_spec_accept_length
     COMPLETION_RATIO = "completion_ratio"  # completion_tokens / spec_verify_ct, per request
     EXTRA_PER_CYCLE = "extra_per_cycle"  # external profilers: accepted drafts per cycle, no bonus
@@ -185,8 +185,8 @@ def from_window(value: float, rounded: bool = True, source: str = "log accept le
     return Estimate(value, value - tol, value + tol, source, Convention.WINDOW)
 
 
-def from_gauge(value: float, source: str = "sglang:spec_accept_length gauge (the last log interval)") -> Estimate:
-    """The ``sglang:spec_accept_length`` gauge: the window formula, exact, over the last log interval."""
+def from_gauge(value: float, source: str = "spec_accept_length gauge (the last log interval)") -> Estimate:
+    """The ``spec_accept_length`` gauge (``source``: its full name): the window formula, exact, last interval."""
     return Estimate(value, value, value, source, Convention.WINDOW, "the last Decode-line window only")
 
 

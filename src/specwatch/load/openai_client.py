@@ -356,4 +356,5 @@ def client_for(profile: ServerProfile, url: str) -> Client:
     """The client for ``profile``'s load API: SGLang's ``/generate`` or an OpenAI route."""
     if profile.load_api == "generate":
         return Client(url)
-    return OpenAIClient(url, profile.load_api, profile.model or None, native=profile.speaks_sglang)
+    native = profile.engine_kind.capabilities.native_api
+    return OpenAIClient(url, profile.load_api, profile.model or None, native=native)

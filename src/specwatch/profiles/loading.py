@@ -1,8 +1,8 @@
 """Loading server profiles (TOML): validation against one schema, defaults, roles and checks.
 
 One profile describes a server once (engine, model, draft, tensor parallelism, speculative
-settings, environment profile) and builds both the SGLang 0.5.23 command line and the reference
-server's. Environment profiles are named sets of variables applied through the launch environment
+settings, environment profile); its engine (:mod:`specwatch.engines`) builds its command line.
+Environment profiles are named sets of variables applied through the launch environment
 (default) or through a generated ``sitecustomize.py`` on PYTHONPATH, the case study's mechanism.
 
 Profile files are validated against one table-driven schema (``SERVER_FIELDS``, ``SPECULATIVE_FIELDS``,
@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specwatch.engines.registry import ENGINES, NATIVE, engine_for
 from specwatch.errors import UsageError
 from specwatch.profiles.schema import (
     Invalid,
@@ -41,7 +42,6 @@ else:  # pragma: no cover
 
 from specwatch.profiles.profile import (
     BUILTIN_ENV_PROFILES,
-    REFERENCE_ALGORITHMS,
     TUNED_NCCL,
     Gates,
     ProfileSet,
@@ -76,14 +76,16 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
     if env not in env_profiles:
         origin = here if "env" in raw else f"{source}: defaults"
         raise UsageError(f"{origin}.env: unknown environment profile {env!r}; known: {', '.join(sorted(env_profiles))}")
-    if values.get("engine") == "openai" and "model" not in values:
-        values["model"] = ""  # the served model name is asked of GET /v1/models
+    engine = engine_for(values.get("engine", ServerProfile.engine))
+    if "model" not in values and engine.default_model is not None:
+        values["model"] = engine.default_model  # openai: "", the served model name is asked of GET /v1/models
     prof = ServerProfile(**values, env_vars=dict(env_profiles[env]))
     _check_api(here, prof)
-    if prof.speculative and prof.engine == "reference" and prof.speculative.algorithm not in REFERENCE_ALGORITHMS:
-        raise UsageError(f"{here}.speculative.algorithm: {prof.speculative.algorithm} is an SGLang algorithm the "
-                         f"reference server does not implement (it has {', '.join(REFERENCE_ALGORITHMS)}); "
-                         "use engine = \"sglang\"")
+    algorithms = engine.algorithms
+    if prof.speculative and algorithms is not None and prof.speculative.algorithm not in algorithms:
+        raise UsageError(f"{here}.speculative.algorithm: {prof.speculative.algorithm} is an {NATIVE.title} algorithm "
+                         f"{engine.title} does not implement (it has {', '.join(algorithms)}); "
+                         f"use engine = \"{NATIVE.name}\"")
     try:
         prof.gpus_needed  # noqa: B018 - validates --dp-size / --pp-size in extra_args
     except UsageError as exc:
@@ -93,15 +95,18 @@ def _parse_server(source: str, index: int, raw: Mapping[str, Any], defaults: Map
 
 def _check_api(here: str, prof: ServerProfile) -> None:
     """The load API and URL must suit the engine (one line each)."""
-    if prof.speaks_sglang and prof.url is not None:
-        raise UsageError(f"{here}.url: only for engine = \"openai\"; specwatch boots a {prof.engine} server on a "
+    engine = prof.engine_kind
+    if engine.capabilities.boots and prof.url is not None:
+        reached = " or ".join(f'"{n}"' for n, e in ENGINES.items() if not e.capabilities.boots)
+        raise UsageError(f"{here}.url: only for engine = {reached}; specwatch boots a {prof.engine} server on a "
                          "port of its own (a running one: --specwatch-server-url URL)")
-    if not prof.speaks_sglang and prof.api == "generate":
+    if not engine.capabilities.native_api and prof.api == "generate":
         raise UsageError(f"{here}.api: an OpenAI-compatible server has no SGLang /generate; use \"completions\" "
                          "or \"chat\"")
-    if prof.engine == "reference" and prof.load_api != "generate":
-        raise UsageError(f"{here}.api: the reference server streams only /generate (its /v1/completions does not "
-                         "stream); use \"generate\", or engine = \"sglang\" or \"openai\"")
+    if engine.load_apis == ("generate",) and prof.load_api != "generate":
+        others = " or ".join(f'"{n}"' for n, e in ENGINES.items() if prof.load_api in e.load_apis)
+        raise UsageError(f"{here}.api: {engine.title} streams only /generate (its /v1/completions does not "
+                         f"stream); use \"generate\", or engine = {others}")
 
 
 def check_reachable(profiles: ProfileSet, server_url: str | None) -> None:
@@ -110,7 +115,7 @@ def check_reachable(profiles: ProfileSet, server_url: str | None) -> None:
     if server_url:
         return
     for prof in profiles.servers.values():
-        if not prof.speaks_sglang and not prof.url:
+        if not prof.engine_kind.capabilities.boots and not prof.url:
             raise UsageError(f"{profiles.source}: {unbootable(prof)}")
 
 
@@ -148,7 +153,7 @@ def parse_profiles(data: Mapping[str, Any], source: str = "<string>") -> Profile
 
 
 #: SGLang's flag for the share of each GPU's memory that one server takes for weights and KV cache.
-MEM_FRACTION_FLAG = "--mem-fraction-static"
+MEM_FRACTION_FLAG = NATIVE.mem_fraction_flag or ""
 #: What two SGLang servers kept up together may take between them (CUDA graphs and activations
 #: live outside the static pool).
 MAX_SHARED_MEM_FRACTION = 0.9
@@ -182,12 +187,12 @@ def _check_interleaved_pairs_fit(source: str, servers: Mapping[str, ServerProfil
         pair = [servers.get(roles.get(first, "")), servers.get(roles.get(second, ""))]
         if None in pair or pair[0] is pair[1]:
             continue
-        sglang = [p for p in pair if p is not None and p.engine == "sglang" and p.device != "cpu"]
-        if not sglang:
+        sharing = [p for p in pair if p is not None and p.engine_kind.mem_fraction_flag and p.device != "cpu"]
+        if not sharing:
             continue
         names = " and ".join(p.name for p in pair if p is not None)
         where = f"{source}: gates.interleave_runs"
-        fractions = {p.name: _mem_fraction(where, p) for p in sglang}
+        fractions = {p.name: _mem_fraction(where, p) for p in sharing}
         unset = [name for name, f in fractions.items() if f is None]
         if unset:
             raise UsageError(
@@ -256,15 +261,16 @@ def _anchor_pythonpath(profiles: ProfileSet, folder: Path) -> ProfileSet:
 
 def single_server_profiles(engine: str, model: str, draft: str | None, tp: int, device: str) -> ProfileSet:
     """A profile set built from command-line flags: a baseline and, with a draft, an EAGLE3 server."""
-    if engine == "reference" and not model:
-        model = "ref-tiny"
+    kind = engine_for(engine)
     if not model:
-        raise UsageError("--specwatch-model is required with --specwatch-engine sglang")
+        model = kind.default_model or ""
+    if not model:
+        raise UsageError(f"--specwatch-model is required with --specwatch-engine {engine}")
     base = ServerProfile(name="baseline-tuned", engine=engine, model=model, tp=tp, device=device,
                          env="tuned", env_vars=dict(TUNED_NCCL))
     servers = {base.name: base}
-    if draft or engine == "reference":
-        spec = Speculative(algorithm="EAGLE3", draft_model=draft if engine == "sglang" else None)
+    if draft or kind.builtin_draft:
+        spec = Speculative(algorithm="EAGLE3", draft_model=None if kind.builtin_draft else draft)
         for env in ("tuned", "untuned"):
             p = replace(base, name=f"eagle3-{env}", speculative=spec, env=env, env_vars=dict(BUILTIN_ENV_PROFILES[env]))
             servers[p.name] = p
@@ -275,6 +281,6 @@ def with_device(profiles: ProfileSet, device: str) -> ProfileSet:
     """Apply a run-wide device choice to reference servers whose profile says ``auto``."""
     if device == "auto":
         return profiles
-    servers = {k: replace(v, device=device) if v.engine == "reference" and v.device == "auto" else v
+    servers = {k: replace(v, device=device) if v.engine_kind.device_from_run and v.device == "auto" else v
                for k, v in profiles.servers.items()}
     return replace(profiles, servers=servers)

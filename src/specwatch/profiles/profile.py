@@ -1,5 +1,5 @@
 """Server profiles: what to boot and how (engine, model, draft, parallelism, speculative settings,
-environment profile), and the SGLang 0.5.23 and reference-server command lines they build.
+environment profile); each profile's engine (:mod:`specwatch.engines`) builds its command line.
 
 Loading and validating profile files is :mod:`specwatch.profiles.loading`; the schema's field
 tables are :mod:`specwatch.profiles.tables`.
@@ -14,8 +14,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.engines.openai import unbootable
+from specwatch.engines.protocol import Engine
+from specwatch.engines.reference import REFERENCE
+from specwatch.engines.registry import ENGINES as ENGINE_TABLE
+from specwatch.engines.registry import NAMES, engine_for, unable
+from specwatch.engines.sglang import ALGORITHMS, EAGLE_FAMILY, SGLANG, SPEC_DECODE_LOG_INTERVAL
 from specwatch.errors import UsageError
 from specwatch.profiles.schema import Invalid
+
+__all__ = [
+    "ALGORITHMS",
+    "BUILTIN_ENV_PROFILES",
+    "EAGLE_FAMILY",
+    "ENGINES",
+    "ENV_APPLY",
+    "LOAD_APIS",
+    "NCCL_DEBUG_ENV",
+    "PARALLEL_FLAGS",
+    "PROFILE_FORMAT_VERSION",
+    "REFERENCE_ALGORITHMS",
+    "SGLANG_ENGINES",
+    "SGLANG_LAUNCHERS",
+    "SPEC_DECODE_LOG_INTERVAL",
+    "TUNED_NCCL",
+    "Gates",
+    "ProfileSet",
+    "ServerProfile",
+    "Speculative",
+    "parallel_size",
+    "unbootable",
+]
 
 PROFILE_FORMAT_VERSION = 1
 
@@ -32,25 +61,20 @@ BUILTIN_ENV_PROFILES: dict[str, dict[str, str]] = {"tuned": TUNED_NCCL, "untuned
 #: Variables the harness itself adds so that NCCL reports what it applied (ncclenv view).
 NCCL_DEBUG_ENV: dict[str, str] = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "ENV,INIT"}
 
-ENGINES = ("reference", "sglang", "openai")
+#: The engines a profile may name (:mod:`specwatch.engines`), in the schema's order.
+ENGINES = NAMES
 #: Engines that speak SGLang's native API and leave its signals (``/generate`` with ``meta_info``,
 #: ``/server_info``, ``/flush_cache``, the Decode/Capture/NCCL log lines, its process tree): the
-#: SGLang-only checks need one of these. ``openai`` is any other OpenAI-compatible server (vLLM,
+#: SGLang-only checks need one of these. Any other is an OpenAI-compatible server (vLLM,
 #: TensorRT-LLM, a remote endpoint): specwatch never boots it and measures it through the OpenAI routes.
-SGLANG_ENGINES = ("reference", "sglang")
+SGLANG_ENGINES = tuple(name for name, e in ENGINE_TABLE.items() if e.capabilities.native_api)
 #: How the load reaches a server: SGLang's streamed ``/generate``, or the OpenAI routes
 #: ``/v1/completions`` and ``/v1/chat/completions`` (streamed, ``stream_options.include_usage``).
 LOAD_APIS = ("generate", "completions", "chat")
 ENV_APPLY = ("launch", "sitecustomize")
-SGLANG_LAUNCHERS = ("sglang serve", "python -m sglang.launch_server")
-#: SGLang 0.5.23's built-in --speculative-algorithm values (srt/arg_groups/fields/spec.py:31)
-ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+SGLANG_LAUNCHERS = SGLANG.launchers
 #: what the reference server implements (chain drafting with a draft model, greedy verification)
-REFERENCE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-#: the algorithms 0.5.23 resolves in ``_handle_eagle_family`` (speculative_hook.py), NEXTN being EAGLE
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-#: Decode-line interval specwatch asks of a speculative server whose profile sets none (0.5.23's default is 40)
-SPEC_DECODE_LOG_INTERVAL = 10
+REFERENCE_ALGORITHMS = REFERENCE.algorithms or ()
 #: SGLang flags (and their accepted prefixes) that multiply the GPUs one server occupies beyond --tp-size
 PARALLEL_FLAGS = {"--dp-size": "--dp-size", "--dp": "--dp-size", "--data-parallel-size": "--dp-size",
                   "--pp-size": "--pp-size", "--pp": "--pp-size", "--pipeline-parallel-size": "--pp-size"}
@@ -110,7 +134,7 @@ class ServerProfile:
     """One server, described once."""
 
     name: str
-    engine: str = "reference"
+    engine: str = REFERENCE.name
     model: str = "ref-tiny"
     tp: int = 1
     device: str = "auto"
@@ -121,7 +145,7 @@ class ServerProfile:
     extra_args: tuple[str, ...] = ()
     extra_env: Mapping[str, str] = field(default_factory=dict)
     pythonpath: tuple[str, ...] = ()
-    launcher: str = "sglang serve"
+    launcher: str = SGLANG_LAUNCHERS[0]
     python: str = sys.executable
     max_running_requests: int | None = None
     cuda_graph_max_bs: int | None = None
@@ -133,25 +157,30 @@ class ServerProfile:
     url: str | None = None  # engine = "openai": where the server answers (--specwatch-server-url overrides it)
 
     @property
+    def engine_kind(self) -> Engine:
+        """The profile's :class:`~specwatch.engines.protocol.Engine` (UsageError for an unknown name)."""
+        return engine_for(self.engine)
+
+    @property
     def load_api(self) -> str:
-        """The API the load uses (:data:`LOAD_APIS`): the profile's ``api``, else ``generate`` for an
-        SGLang engine and ``completions`` for ``openai``."""
-        return self.api or ("generate" if self.speaks_sglang else "completions")
+        """The API the load uses (:data:`LOAD_APIS`): the profile's ``api``, else its engine's first
+        (``generate`` for an SGLang engine, ``completions`` for an OpenAI-compatible one)."""
+        return self.api or self.engine_kind.load_apis[0]
 
     @property
     def speaks_sglang(self) -> bool:
-        """Whether the server is SGLang-compatible (:data:`SGLANG_ENGINES`): the one owner of that
-        question for every SGLang-only check (environment, verify graphs, accept length, lossless)."""
-        return self.engine in SGLANG_ENGINES
+        """Whether the server is SGLang-compatible (its engine has the native API); checks ask :meth:`unable`."""
+        return self.engine_kind.capabilities.native_api
+
+    def unable(self, check: str, needs: tuple[str, ...] = ("native_api",)) -> str | None:
+        """Why ``check``, which reads what ``needs`` names (:data:`~specwatch.engines.protocol.CAPABILITIES`),
+        cannot run on this server (a skip reason), or None when its engine has all of it: the one owner of
+        that question for every check."""
+        return unable(self.engine_kind, check, needs, self.name, self.load_api)
 
     def sglang_only(self, check: str) -> str | None:
-        """Why the SGLang-only ``check`` cannot run on this server (a skip reason), or None when it can."""
-        if self.speaks_sglang:
-            return None
-        return (f"{check} is an SGLang-only check: it reads SGLang's /generate meta_info, /server_info, "
-                f"/metrics counters, log lines and process tree; {self.name} is engine = {self.engine!r} "
-                f"(an OpenAI-compatible server, measured through /v1/{'chat/' if self.load_api == 'chat' else ''}"
-                "completions)")
+        """:meth:`unable` for a check that needs every capability of the native engine (tests' shorthand)."""
+        return self.unable(check, ("native_api", "metrics", "decode_lines", "meta_info", "process_tree"))
 
     @property
     def role(self) -> str:
@@ -168,54 +197,18 @@ class ServerProfile:
     def gpus_needed(self) -> int:
         """GPUs the server occupies (0 on CPU, and for an ``openai`` server, which specwatch does not
         boot): :attr:`ranks`."""
-        if self.device == "cpu" or not self.speaks_sglang:
+        if self.device == "cpu" or not self.engine_kind.capabilities.boots:
             return 0
         return self.ranks
 
     def arg_pieces(self, host: str, port: int) -> list[tuple[list[str], str]]:
-        """The shared command-line flags in order, each with why it is there: ``""`` when the profile
+        """The engine's command-line flags in order, each with why it is there: ``""`` when the profile
         set it, else the reason specwatch adds it (``specwatch profile show`` prints these)."""
-        pieces: list[tuple[list[str], str]] = [
-            (["--model-path", self.model], ""),
-            (["--host", host, "--port", str(port)], "where specwatch reaches the server (the pool picks the port)"),
-        ]
-        if self.tp != 1:
-            pieces.append((["--tp-size", str(self.tp)], ""))
-        pieces.append((["--enable-metrics"], "the checks and gates read /metrics counters (cuda_graph_passes_total, "
-                                            "spec_verify_calls_total, generation_tokens_total); 0.5.23 serves "
-                                            "/metrics only with this flag"))
-        if self.decode_log_interval is not None:
-            pieces.append((["--decode-log-interval", str(self.decode_log_interval)], ""))
-        elif self.speculative:
-            pieces.append((["--decode-log-interval", str(SPEC_DECODE_LOG_INTERVAL)],
-                           "the accept-length and verify-graph checks read the Decode lines (accept len, "
-                           "#running-req, cuda graph); 0.5.23 writes one per 40 decode batches, too few for a "
-                           "short workload"))
-        if self.max_running_requests is not None:
-            pieces.append((["--max-running-requests", str(self.max_running_requests)], ""))
-        if self.cuda_graph_max_bs is not None:
-            pieces.append((["--cuda-graph-max-bs-decode", str(self.cuda_graph_max_bs)], ""))
-        spec = self.speculative
-        if spec:
-            pieces.append((["--speculative-algorithm", spec.algorithm], ""))
-            if spec.draft_model:
-                pieces.append((["--speculative-draft-model-path", spec.draft_model], ""))
-            if spec.num_steps is not None:
-                pieces.append((["--speculative-num-steps", str(spec.num_steps)], ""))
-            if spec.eagle_topk is not None:
-                pieces.append((["--speculative-eagle-topk", str(spec.eagle_topk)], ""))
-            elif spec.num_steps is not None and self.engine == "sglang" and spec.algorithm.upper() in EAGLE_FAMILY:
-                pieces.append((["--speculative-eagle-topk", "1"],
-                               "num_steps is set: 0.5.23 then needs eagle_topk too (speculative_hook.py compares "
-                               "it with 1 and fails on None); 1 drafts a chain"))
-            if spec.num_draft_tokens is not None:
-                pieces.append((["--speculative-num-draft-tokens", str(spec.num_draft_tokens)], ""))
-        return pieces
+        return self.engine_kind.arg_pieces(self, host, port)
 
     def server_args(self, host: str, port: int) -> list[str]:
-        """Flags shared by SGLang 0.5.23 and the reference server: the profile's settings and the few
-        specwatch needs (see :meth:`arg_pieces`); every speculative setting the profile leaves unset
-        stays unset, for the engine to choose."""
+        """The engine's flags: the profile's settings and the few specwatch needs (see :meth:`arg_pieces`);
+        every speculative setting the profile leaves unset stays unset, for the engine to choose."""
         return [arg for args, _ in self.arg_pieces(host, port) for arg in args]
 
     def added_flags(self, host: str = "127.0.0.1", port: int = 30000) -> list[tuple[str, str]]:
@@ -227,7 +220,7 @@ class ServerProfile:
         for ``sglang serve``, the interpreter of the ``sglang`` script on the server's PATH (its ``#!``
         line), which need not be the one running specwatch; ``python`` when that cannot be read."""
         name = self.launcher.split()[0]
-        if self.engine != "sglang" or name == "python":
+        if not self.engine_kind.launchers or name == "python":
             return self.python
         path = self.extra_env.get("PATH", os.environ.get("PATH"))
         exe = shutil.which(name, path=path)
@@ -242,19 +235,8 @@ class ServerProfile:
         return words[0] if words else self.python
 
     def command(self, host: str, port: int) -> list[str]:
-        """The full argv that boots this server (an ``openai`` server is never booted: UsageError)."""
-        if not self.speaks_sglang:
-            raise UsageError(unbootable(self))
-        if self.engine == "sglang":
-            launcher = self.launcher.split()
-            if launcher[0] == "python":
-                launcher[0] = self.python
-            args = self.server_args(host, port)
-            if self.device != "auto":
-                args += ["--device", self.device]
-            return [*launcher, *args, *self.extra_args]
-        args = [*self.server_args(host, port), "--device", self.device]
-        return [self.python, "-m", "specwatch.refserver", *args, *self.extra_args]
+        """The full argv that boots this server (one specwatch does not boot: UsageError)."""
+        return self.engine_kind.command(self, host, port)
 
 
 @dataclass(frozen=True)
@@ -309,13 +291,6 @@ class ProfileSet:
 # once below (field name -> Rule: what it accepts, as a phrase for messages, and how it is converted),
 # and every bad value becomes ONE line: "FILE: TABLE.FIELD: expected WHAT, got VALUE".
 # --------------------------------------------------------------------------------------------------
-
-#: Server names become folder and file names (reports/servers/<run>/<name>-N, baselines/<class>/<name>.json).
-def unbootable(profile: ServerProfile) -> str:
-    """The one-line message for an ``openai`` server that has no URL to be reached at."""
-    return (f"{profile.name}: engine = {profile.engine!r} is a server specwatch does not boot; give its URL "
-            "(url = \"http://host:8000\" in the profile, or --specwatch-server-url URL)")
-
 
 def parallel_size(args: tuple[str, ...] | list[str], flag: str) -> int:
     """The value of ``flag`` (``--dp-size`` or ``--pp-size``, any accepted spelling) in ``args``; 1 if unset."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, overload
 
+from specwatch.engines.registry import bootable
 from specwatch.errors import UsageError
 from specwatch.paths import DEFAULT_BASELINE_DIR, DEFAULT_HISTORY
 
@@ -90,8 +91,8 @@ def _yardstick(text: str) -> str:
 
 
 def _engine(text: str) -> str:
-    if text not in {"reference", "sglang"}:
-        raise ValueError("must be reference or sglang")
+    if text not in bootable():
+        raise ValueError(f"must be {' or '.join(bootable())}")
     return text
 
 
@@ -122,7 +123,7 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("profiles", "TOML file of server profiles (default: the built-in reference-server set)"),
-    Option("engine", "boot a single server of this engine (reference|sglang) instead of a profile file",
+    Option("engine", f"boot a single server of this engine ({'|'.join(bootable())}) instead of a profile file",
            _engine),
     Option("model", "model path for --specwatch-engine (e.g. ref-tiny or a HF path)"),
     Option("draft", "draft model path for --specwatch-engine (enables EAGLE3)"),

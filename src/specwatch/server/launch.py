@@ -60,8 +60,9 @@ def server_environment(
     else:
         env.update(profile.env_vars)
     pythonpath.extend(profile.pythonpath)
-    if profile.engine == "reference":
-        pythonpath.append(str(IMPORT_ROOT))  # the refserver ships with specwatch
+    identity = profile.engine_kind.identity
+    if identity is not None and identity.bundled:
+        pythonpath.append(str(IMPORT_ROOT))  # the reference server ships with specwatch
     if base.get("PYTHONPATH"):
         pythonpath.append(base["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(pythonpath)

@@ -13,20 +13,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+from specwatch.engines.registry import signatures
 from specwatch.server.gpu import _nvidia_smi
 
 __all__ = ["neighbours", "server_kind"]
 
-#: (argv[0]'s name, argv[1]) of servers started as a command, and module names run with ``python -m``
-_COMMANDS = {("sglang", "serve"): "SGLang server", ("vllm", "serve"): "vLLM server",
-             ("transformers", "serve"): "transformers serve", ("ollama", "serve"): "Ollama server"}
-_PROGRAMS = {"trtllm-serve": "TensorRT-LLM server", "text-generation-launcher": "TGI server",
-             "text-generation-router": "TGI server", "tritonserver": "Triton server",
-             "llama-server": "llama.cpp server"}
-_MODULES = {"sglang.launch_server": "SGLang server", "specwatch.refserver": "reference server",
-            "vllm.entrypoints.openai.api_server": "vLLM server", "vllm.entrypoints.api_server": "vLLM server"}
-#: process titles of retitled workers
-_TITLES = {"sglang::": "SGLang server", "refserver::": "reference server"}
+#: (argv[0]'s name, argv[1]) of servers started as a command, programs, module names run with
+#: ``python -m``, and the title prefixes of retitled workers (:func:`specwatch.engines.registry.signatures`)
+_COMMANDS = {c: s.label for s in signatures() for c in s.commands}
+_PROGRAMS = {p: s.label for s in signatures() for p in s.programs}
+_MODULES = {m: s.label for s in signatures() for m in s.modules}
+_TITLES = {s.title_prefix: s.label for s in signatures() if s.title_prefix}
 
 
 def server_kind(cmdline: Sequence[str]) -> str | None:

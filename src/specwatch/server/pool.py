@@ -102,7 +102,7 @@ class ServerPool:
         ``keep``: servers that stay up beside it on the same GPUs (interleaved relative gates; the
         profiles must leave each other the memory, e.g. SGLang's ``--mem-fraction-static``).
         """
-        if not profile.speaks_sglang:  # an OpenAI-compatible server: never booted, reached at its url
+        if not profile.engine_kind.capabilities.boots:  # e.g. an OpenAI-compatible server: reached at its url
             if not profile.url:
                 raise UsageError(unbootable(profile))
             return self.remote.setdefault(profile.name, RunningServer(profile=profile, url=profile.url.rstrip("/"),

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from specwatch.engines.registry import signatures
+
 __all__ = [
     "PARTIAL",
     "STATUSES",
@@ -58,7 +60,12 @@ _STATUS_TEXT = {
 WORKER_ROLES = frozenset(
     {"scheduler", "detokenizer", "detokenizer_router", "dp_controller", "tokenizer_worker", "worker"}
 )
-_SERVER_MODULES = {"sglang.launch_server": "sglang", "specwatch.refserver": "refserver"}
+#: The engines' process signatures (:mod:`specwatch.engines`): how their main processes start, how
+#: their workers retitle themselves.
+_SIGNATURES = [s for s in signatures() if s.tree_name]
+_SERVER_MODULES = {m: s.tree_name for s in _SIGNATURES for m in s.modules}
+_SERVER_COMMANDS = {c: s.tree_name for s in _SIGNATURES for c in s.commands}
+_SERVER_SCRIPTS = {c: s.tree_name for s in _SIGNATURES for c in s.scripts}
 _PYTHON_RE = re.compile(r"^python[\d.]*$")
 
 
@@ -190,7 +197,7 @@ def read_environ(pid: int, proc_root: str = "/proc") -> EnvRead:
 
 @dataclass(frozen=True)
 class ProcRole:
-    engine: str  # "sglang" | "refserver" | "python" | "other"
+    engine: str  # an engine's ProcessSignature.tree_name | "python" | "other"
     role: str  # scheduler, detokenizer, dp_controller, ..., main, launcher, resource_tracker, other
     ranks: Mapping[str, int] = field(default_factory=dict)  # from the title suffix, e.g. {"TP": 1}
 
@@ -230,10 +237,17 @@ class ProcInfo:
         return d
 
 
-_TITLE_RE = re.compile(
-    r"^(?P<engine>sglang|refserver)::(?P<what>scheduler|detokenizer_router|detokenizer|"
-    r"data_parallel_controller|tokenizer_worker|worker)(?P<suffix>.*)$"
-)
+#: (title pattern, engine) of each engine's retitled workers, e.g. ``sglang::scheduler_TP1``
+_TITLE_RES = [(re.compile(rf"^{re.escape(s.title_prefix)}(?P<what>{'|'.join(map(re.escape, s.roles))})(?P<suffix>.*)$"),
+               s.tree_name) for s in _SIGNATURES if s.title_prefix and s.roles]
+
+
+def _title_match(text: str) -> tuple[re.Match[str], str] | None:
+    for pattern, engine in _TITLE_RES:
+        if m := pattern.match(text):
+            return m, engine
+    return None
+
 _RANK_TOKEN_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)$")
 
 
@@ -252,18 +266,19 @@ def classify(proc: ProcInfo) -> ProcRole:
     """Engine and role of one process from its title/command line."""
     title = proc.title
     first = title.split(" ")[0] if title else proc.name
-    m = _TITLE_RE.match(first) or _TITLE_RE.match(proc.name)
-    if m:
+    found = _title_match(first) or _title_match(proc.name)
+    if found:
+        m, engine = found
         what = m.group("what")
         role = {"data_parallel_controller": "dp_controller"}.get(what, what)
-        return ProcRole(m.group("engine"), role, _ranks_from_suffix(m.group("suffix")))
+        return ProcRole(engine, role, _ranks_from_suffix(m.group("suffix")))
     if "multiprocessing.resource_tracker" in title:
         return ProcRole("python", "resource_tracker")
     if "multiprocessing.spawn" in title or "multiprocessing.forkserver" in title:
         return ProcRole("python", "worker")
-    engine = _server_main_engine(proc.cmdline)
-    if engine:
-        return ProcRole(engine, "main")
+    main = _server_main_engine(proc.cmdline)
+    if main:
+        return ProcRole(main, "main")
     return ProcRole("other", "other")
 
 
@@ -272,8 +287,8 @@ def _server_main_engine(argv: list[str]) -> str | None:
     if not argv:
         return None
     exe = os.path.basename(argv[0])
-    if exe == "sglang" and len(argv) > 1 and argv[1] == "serve":
-        return "sglang"
+    if len(argv) > 1 and (exe, argv[1]) in _SERVER_COMMANDS:
+        return _SERVER_COMMANDS[(exe, argv[1])]
     if not _PYTHON_RE.match(exe):
         return None
     for i, arg in enumerate(argv[1:], start=1):
@@ -282,11 +297,12 @@ def _server_main_engine(argv: list[str]) -> str | None:
         if arg.startswith("-m") and len(arg) > 2:
             return _SERVER_MODULES.get(arg[2:])
         if not arg.startswith("-"):
-            if arg.endswith("launch_server.py"):
-                return "sglang"
             base = os.path.basename(arg)
-            if base == "sglang" and i + 1 < len(argv) and argv[i + 1] == "serve":
-                return "sglang"
+            script = next((name for name in _SERVER_SCRIPTS if arg.endswith(name)), None)
+            if script is not None:
+                return _SERVER_SCRIPTS[script]
+            if i + 1 < len(argv) and (base, argv[i + 1]) in _SERVER_COMMANDS:
+                return _SERVER_COMMANDS[(base, argv[i + 1])]
             return None
     return None
 

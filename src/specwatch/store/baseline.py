@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specwatch.engines.registry import bundled
 from specwatch.errors import SpecwatchError, UsageError
 from specwatch.judge import stats
 from specwatch.judge.variance import MachineSession
@@ -75,9 +76,8 @@ def engine_change(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> st
     """``"sglang 0.5.22 (commit …) → sglang 0.5.23 (commit …)"`` when the engine's version changed
     since ``recorded``, or its source checkout's commit did (not for the reference server, whose
     commit is specwatch's own); None when the same, or when this run does not know its version."""
-    now_v, then_v = current.get("engine_version"), recorded.get("engine_version")
-    now_c, then_c = current.get("engine_commit"), recorded.get("engine_commit")
-    moved = bool(now_c and then_c and now_c != then_c and current.get("engine") != "reference")
+    (now_v, then_v), (now_c, then_c) = ((current.get(k), recorded.get(k)) for k in ("engine_version", "engine_commit"))
+    moved = bool(now_c and then_c and now_c != then_c and not bundled(current.get("engine")))
     if now_v is None or (now_v == then_v and not moved):
         return None
     return f"{_engine_text(recorded)} → {_engine_text(current)}"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specwatch.engines.registry import NATIVE
 from specwatch.errors import UsageError
 from specwatch.signals import probe, procenv, promtext
 from specwatch.signals.procenv import EnvRead, ProcInfo
@@ -236,7 +237,7 @@ class Capture:
     def describe(self) -> str:
         """One line: what was captured, where and when."""
         info = self.server_info or {}
-        engine = f"sglang {info['version']}" if info.get("version") else "server"
+        engine = f"{NATIVE.name} {info['version']}" if info.get("version") else "server"
         spec = info.get("speculative_algorithm")
         parts = [f"{engine}{' ' + spec if spec else ''} at {self.url or '?'}",
                  f"captured {self.created or '?'} on {self.host or '?'}", f"{len(self.processes)} processes"]

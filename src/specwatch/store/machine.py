@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from specwatch.engines.registry import ENGINES
 from specwatch.signals.nvidiasmi import GpuReport
 
 Runner = Callable[[list[str]], "str | None"]
@@ -31,7 +32,7 @@ _ORDER = (
     "engine", "engine_version", "engine_commit", "cpu_model", "cpu_count", "python", "os",
 )  # fmt: skip
 #: The Python distribution that is each engine (the reference server is part of specwatch).
-ENGINE_PACKAGES = {"sglang": "sglang", "reference": "specwatch"}
+ENGINE_PACKAGES = {name: e.identity.package for name, e in ENGINES.items() if e.identity is not None}
 # Run by the server's own interpreter: the package's version, folder and pip-recorded commit, WITHOUT
 # importing it (find_spec of a top-level name only locates it; importing sglang takes many seconds).
 _PACKAGE_PROBE = """
@@ -250,7 +251,7 @@ def checkout_commit(folder: str, runner: Runner = run_command) -> str | None:
 
 
 #: Engines whose ``/server_info`` "version" is their own (the reference server's imitates SGLang's).
-SERVED_VERSION_ENGINES = frozenset({"sglang"})
+SERVED_VERSION_ENGINES = frozenset(name for name, e in ENGINES.items() if e.identity and e.identity.served_version)
 
 
 @functools.lru_cache(maxsize=32)
