@@ -14,6 +14,12 @@ Every run written names its result key, its source file and how its ratios were 
 * Recording sessions of one h200x2-nvlink lease (``session5/baseline-x2-7-sessions-*.json``, the six
   sessions of 23:28-23:35; the seventh is another lease): paired the same way, both metrics.
 
+* Real SGLang 0.5.16 + EAGLE-3 on h200x1 (``2026-12-03-sglang-ab-x1/sgl-ab-slow.txt``,
+  ``2026-12-03-sglang-ab-same-x1/sgl-ab-same.txt``): ``specwatch ab`` logs, engine ``sglang``.
+
+Every run names its engine: ``reference`` (the reference server) for sessions 1-8, ``sglang`` for the real
+server; a key borrows only its own engine's spread (store/roundspread.py says why).
+
 A run's spread is taken around its own mean, so a slowdown in an A/B run does not inflate it. Run
 from the repository root: ``python docs/validation/seed_round_spread.py`` (it rewrites both files).
 """
@@ -28,6 +34,7 @@ from pathlib import Path
 from specwatch.store.roundspread import RoundRun, RoundSpread
 
 DATA = Path("docs/validation/data")
+REF = "reference"  # the engine of sessions 1-8: the reference server
 LINE = re.compile(r"^\[ab\] round (\d+) (base|head): (\S+/decode_tok_s) ([\d.]+) tok/s")
 
 
@@ -62,7 +69,7 @@ def main() -> None:
     h1: list[RoundRun] = []
     for log in [*sorted((DATA / "session6").glob("call*-ab-*.txt")), *sorted((DATA / "session7").glob("s7a-ab-*.txt"))]:
         key, ratios = ab_log(log)
-        h1.append(RoundRun("decode_tok_s", tuple(ratios), "2026-11-30", f"ab log {log}", key))
+        h1.append(RoundRun("decode_tok_s", tuple(ratios), "2026-11-30", f"ab log {log}", key, REF))
     drift = [(p, "large-eagle3-tuned") for p in sorted((DATA / "session3").glob("drift-large-gpu?*.json"))]
     drift += [(p, "large-eagle3-tuned") for p in sorted((DATA / "session4").glob("drift-large-gpu?-c.json"))]
     drift += [(DATA / "drift-seq-gpu0.json", "eagle3-tuned")]
@@ -71,11 +78,15 @@ def main() -> None:
             ratios = alternate_pairs(boots(path, metric))
             h1.append(RoundRun(metric, tuple(ratios), "2026-11-29",
                                f"consecutive healthy boots on one GPU, paired as A/A rounds: {path}",
-                               f"{profile}/single-stream/{metric}"))
+                               f"{profile}/single-stream/{metric}", REF))
+    for log in (DATA / "2026-12-03-sglang-ab-x1" / "sgl-ab-slow.txt",
+                DATA / "2026-12-03-sglang-ab-same-x1" / "sgl-ab-same.txt"):
+        key, ratios = ab_log(log)
+        h1.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-03", f"ab log {log}", key, "sglang"))
     x2: list[RoundRun] = []
     for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
         key, ratios = ab_log(log)
-        x2.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-01", f"ab log {log}", key))
+        x2.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-01", f"ab log {log}", key, REF))
     for profile in ("baseline-tuned", "eagle3-tuned"):
         path = DATA / "session5" / f"baseline-x2-7-sessions-{profile}.json"
         metrics = json.loads(path.read_text())["metrics"]
@@ -83,12 +94,13 @@ def main() -> None:
             medians = [statistics.median(s["samples"]) for s in metrics[f"single-stream/{metric}"]["sessions"][:6]]
             x2.append(RoundRun(metric, tuple(alternate_pairs(medians)), "2026-11-29",
                                f"consecutive recording sessions of one lease, paired as A/A rounds: {path} "
-                               f"(sessions 1-6)", f"{profile}/single-stream/{metric}"))
+                               f"(sessions 1-6)", f"{profile}/single-stream/{metric}", REF))
     for machine_class, runs in (("h200x1", h1), ("h200x2-nvlink", x2)):
         spread = RoundSpread(Path("baselines") / machine_class / "round-spread.json", machine_class, runs)
         print(spread.save())
         for key in sorted({r.key for r in runs}):
-            prior, source = spread.prior_for(key)
+            engine = next(r.engine for r in runs if r.key == key)
+            prior, source = spread.prior_for(key, engine)
             print(f"  {key}: {prior.spread:.2%} over {prior.df} df ({source.split(' (')[0]})" if prior else key)
 
 

@@ -38,8 +38,9 @@ def _ratios_rounds(ratios: list[float], key: str = "p/single-stream/decode_tok_s
     return base, head
 
 
-def _keys(machine_class: str) -> list[str]:
-    return sorted({r.key for r in RoundSpread.for_class(BASELINES, machine_class).runs if r.key})
+def _keys(machine_class: str) -> list[tuple[str, str]]:
+    """(key, engine) of every recorded run with a key."""
+    return sorted({(r.key, r.engine) for r in RoundSpread.for_class(BASELINES, machine_class).runs if r.key})
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,8 +112,8 @@ def test_the_issue_aa_case_ends_no_regression_on_h200x1() -> None:
 def test_a_healthy_head_ends_no_regression_19_times_in_20_at_the_default_tolerance(machine_class: str) -> None:
     """The default tolerance of each key is one the default design settles at its recorded spread."""
     spread = RoundSpread.for_class(BASELINES, machine_class)
-    for key in _keys(machine_class):
-        plan = plan_key(key, spread, DESIGN, None)
+    for key, engine in _keys(machine_class):
+        plan = plan_key(key, spread, DESIGN, None, engine)
         assert plan.recorded and plan.resolvable is not None and plan.tolerance >= plan.resolvable
         noise = sequential.draws(plan.prior, DESIGN.last, 4000, seed=11)
         code, _ = sequential.run_paths(noise, plan.prior, plan.tolerance, DESIGN)
@@ -146,9 +147,9 @@ def test_the_replayed_false_alarm_rate_is_within_alpha(machine_class: str) -> No
     """Rounds drawn from the recorded rounds (each run's around its own mean), not from a model:
     a healthy head is called a regression at most alpha of the time, and mostly settled."""
     spread = RoundSpread.for_class(BASELINES, machine_class)
-    for key in _keys(machine_class):
-        plan = plan_key(key, spread, DESIGN, None)
-        pool = spread.residuals(key)
+    for key, engine in _keys(machine_class):
+        plan = plan_key(key, spread, DESIGN, None, engine)
+        pool = spread.residuals(key, engine)
         noise = sequential.draws(plan.prior, DESIGN.last, 20_000, seed=3, pool=pool)
         code, _ = sequential.run_paths(noise, plan.prior, plan.tolerance, DESIGN)
         assert np.mean(code == sequential.REGRESSION) <= DESIGN.alpha, key

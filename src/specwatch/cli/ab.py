@@ -35,7 +35,8 @@ def _cmd_ab_power(args: argparse.Namespace) -> int:
     from specwatch.revisions import power
 
     return power.command(machine_class=args.machine_class, round_history=args.round_history, metric=args.metric,
-                         key=args.key, rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance,
+                         key=args.key, engine=args.engine, rounds=args.rounds, max_rounds=args.max_rounds,
+                         tolerance=args.tolerance,
                          alpha=args.alpha, spending=args.spending, changes=args.change, true_spread=args.true_spread,
                          replay=args.replay, trials=args.trials, seed=args.seed,
                          seconds_per_round=args.seconds_per_round)
@@ -94,6 +95,9 @@ def register(sub: Any) -> None:
                                                                  "over its keys (default: %(default)s)")
     parser.add_argument("--key", default=None, help="a result key, e.g. large-eagle3-tuned/single-stream/"
                                                     "decode_tok_s: its own round spread, as ab plans it")
+    parser.add_argument("--engine", default="", help="the engine the servers run (sglang, reference): a key "
+                                                     "without runs of its own borrows that engine's runs only, "
+                                                     "as ab does (default: every run of the metric)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds before the first look (as ab)")
     parser.add_argument("--max-rounds", type=int, default=None,
                         help=f"the last look (default max({DEFAULT_MAX_ROUNDS}, --rounds), as ab)")

@@ -123,7 +123,7 @@ def run_ab(
     if record_rounds and settings.round_history and outcome.machine_class:
         runs = [(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}", k.key)
                 for k in outcome.keys]
-        written = RoundSpread.append(settings.round_history, outcome.machine_class, runs)
+        written = RoundSpread.append(settings.round_history, outcome.machine_class, runs, engine=outcome.engine)
         print(f"{PREFIX} this run's rounds added to {written}", file=out, flush=True)
     return outcome
 

@@ -58,9 +58,11 @@ class KeyPlan:
         return f"{key}: {spread}; {tol}; {caught}"
 
 
-def plan_key(key: str, spread: RoundSpread | None, design: sequential.Design, tolerance: float | None) -> KeyPlan:
-    """The plan of one key (``spread``: the class's round history, None when there is none to read)."""
-    prior, source = spread.prior_for(key) if spread is not None else (None, "")
+def plan_key(key: str, spread: RoundSpread | None, design: sequential.Design, tolerance: float | None,
+             engine: str = "") -> KeyPlan:
+    """The plan of one key (``spread``: the class's round history, None when there is none to read; ``engine``:
+    the engine the key's servers ran, whose runs alone give a spread borrowed from other keys)."""
+    prior, source = spread.prior_for(key, engine) if spread is not None else (None, "")
     recorded = prior is not None and prior.spread > 0
     if not recorded:
         prior, source = sequential.DEFAULT_PRIOR, "the default"
@@ -82,11 +84,11 @@ def _detectable(prior: RoundPrior, tolerance: float, design: sequential.Design) 
 
 
 def plan_keys(keys: Iterable[str], spread: RoundSpread | None, design: sequential.Design, tolerance: float | None,
-              lead: str, out: TextIO) -> dict[str, KeyPlan]:
+              lead: str, out: TextIO, engine: str = "") -> dict[str, KeyPlan]:
     """Plans of ``keys``, one progress line each."""
     plans: dict[str, KeyPlan] = {}
     for key in sorted(keys):
-        plans[key] = plan_key(key, spread, design, tolerance)
+        plans[key] = plan_key(key, spread, design, tolerance, engine)
         print(f"{lead} {plans[key].line(key, design, tolerance is not None)}", file=out, flush=True)
     return plans
 

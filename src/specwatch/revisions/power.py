@@ -115,6 +115,7 @@ def command(
     round_history: str = DEFAULT_BASELINE_DIR,
     metric: str = "decode_tok_s",
     key: str | None = None,
+    engine: str = "",
     rounds: int = DEFAULT_ROUNDS,
     max_rounds: int | None = None,
     tolerance: float | None = None,
@@ -153,10 +154,10 @@ def command(
             raise UsageError(f"--true-spread must be a positive fraction up to {MAX_SPREAD:g}, got {true_spread:g}")
         if not 1 <= trials <= MAX_TRIALS:
             raise UsageError(f"--trials must be 1-{MAX_TRIALS}, got {trials}")
-        plan = plan_key(key or metric, spread, settings.design, settings.tolerance)
+        plan = plan_key(key or metric, spread, settings.design, settings.tolerance, engine)
         pool = None
         if replay:
-            pool = spread.residuals(key or metric) if spread is not None and plan.recorded else []
+            pool = spread.residuals(key or metric, engine) if spread is not None and plan.recorded else []
             if not pool:
                 raise UsageError(f"--replay needs recorded rounds of {key or metric} on {machine_class}; none are "
                                  f"recorded")

@@ -169,6 +169,7 @@ class Rounds:
     failed: RevisionRun | None = None  # the measurement the loop stopped at: its side could not be measured
     failed_side: str | None = None
     machine_class: str | None = None  # as the first measurement's results file records it
+    engine: str = ""  # the engine(s) its servers ran, as that results file records them ("" when it does not)
     plans: dict[str, KeyPlan] = field(default_factory=dict)
 
     @property
@@ -293,6 +294,14 @@ def round_spread_of(settings: RoundSettings, machine_class: str | None, lead: st
     return RoundSpread.for_class(settings.round_history, machine_class)
 
 
+def engine_of(results: str | None) -> str:
+    """The engine(s) a results file's machine records (``sglang``; ``""`` when it cannot be read)."""
+    try:
+        return str(ResultSet.load(results).machine.get("engine") or "") if results else ""
+    except (SpecwatchError, OSError):
+        return ""
+
+
 def machine_class_of(results: str | None) -> str | None:
     """The machine class a results file records (None when it cannot be read)."""
     try:
@@ -359,6 +368,7 @@ def alternate(
             result.last[side.name] = m
             if result.machine_class is None:
                 result.machine_class = machine_class_of(m.results)
+                result.engine = engine_of(m.results)
             print(f"{lead} round {n} {side.name}: {headline(found, settings.metrics)} ({m.seconds:.1f} s)",
                   file=out, flush=True)
         result.rounds = n
@@ -368,7 +378,7 @@ def alternate(
             shared = set.intersection(*(set(r) for r in [*taken[base.name], *taken[head.name]]))
             spread = round_spread_of(settings, result.machine_class, lead, out)
             result.plans = plan_keys((k for k in shared if k.rsplit("/", 1)[-1] in settings.metrics), spread,
-                                     settings.design, settings.tolerance, lead, out)
+                                     settings.design, settings.tolerance, lead, out, result.engine)
         result.keys = judge(taken[base.name], taken[head.name], settings, result.plans)
         open_keys = [k.key for k in result.keys if k.verdict == UNSURE]
         if not result.keys or result.verdict == REGRESSION or not open_keys:

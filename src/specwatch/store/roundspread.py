@@ -9,10 +9,14 @@ each earlier A/B run's log ratios around their own mean measure it. This file ke
 with its own rounds (a moderated t). Reviewed in git like the baselines beside it.
 
 Each run names the result key it measured (``key``, e.g. ``large-eagle3-tuned/single-stream/decode_tok_s``;
-empty in runs recorded before keys were kept). A key is judged on the spread of its own runs when
-they give at least :data:`MIN_KEY_DF` degrees of freedom, else on every run of its metric on the
+empty in runs recorded before keys were kept) and the engine its servers ran (``engine``, e.g. ``sglang``;
+empty in runs recorded before engines were kept). A key is judged on the spread of its own runs when
+they give at least :data:`MIN_KEY_DF` degrees of freedom, else on every run of its metric and engine on the
 class (:meth:`RoundSpread.prior_for`); where neither exists the A/B rule's conservative default
-applies (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`).
+applies (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`). The engine matters: on one H200 the reference
+server's boots agree within 4.5 % (18 runs), while real SGLang 0.5.16's boots of one EAGLE-3 server read
+408 to 692 tok/s, and an A/A ``ab`` judged at the reference server's spread called it a regression
+(docs/validation/data/2026-12-03-sglang-ab-x1).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class RoundRun:
     recorded: str
     label: str
     key: str = ""  # the result key measured ("" in runs recorded before keys were kept)
+    engine: str = ""  # the engine its servers ran ("" in runs recorded before engines were kept)
 
 
 class RoundSpread:
@@ -84,7 +89,8 @@ class RoundSpread:
             try:
                 ratios = tuple(_ratio(r) for r in run["ratios"])
                 runs.append(RoundRun(str(run["metric"]), ratios, str(run.get("recorded", "")),
-                                     str(run.get("label", "")), str(run.get("key", ""))))
+                                     str(run.get("label", "")), str(run.get("key", "")),
+                                     str(run.get("engine", ""))))
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios, each a "
                                  f"head/base ratio between {RATIO_RANGE[0]:g} and {RATIO_RANGE[1]:g}") from None
@@ -99,27 +105,32 @@ class RoundSpread:
         n = sum(1 for r in self.runs if r.metric == metric and len(r.ratios) >= 2)
         return f"{n} earlier A/B run(s) on {self.machine_class} ({self.path})"
 
-    def _runs_for(self, key: str) -> tuple[list[RoundRun], str]:
-        """The runs that give ``key``'s spread and what they are: its own, else its metric's (see the module)."""
-        own = [r for r in self.runs if r.key == key and len(r.ratios) >= 2]
+    def _runs_for(self, key: str, engine: str = "") -> tuple[list[RoundRun], str]:
+        """The runs that give ``key``'s spread and what they are: its own, else its metric's (see the module).
+
+        With ``engine`` named, its own runs are those of that engine or of none recorded, and the metric's
+        are that engine's only: another engine's boot-to-boot spread says nothing of this one's."""
+        own = [r for r in self.runs if r.key == key and len(r.ratios) >= 2 and r.engine in ("", engine or r.engine)]
         if sum(len(r.ratios) - 1 for r in own) >= MIN_KEY_DF:
             return own, f"{len(own)} earlier A/B run(s) of this key on {self.machine_class} ({self.path})"
         metric = key.rsplit("/", 1)[-1]
-        same = [r for r in self.runs if r.metric == metric and len(r.ratios) >= 2]
-        return same, (f"{len(same)} earlier A/B run(s) of {metric} on {self.machine_class}, any key "
-                      f"({self.path})")
+        same = [r for r in self.runs
+                if r.metric == metric and len(r.ratios) >= 2 and (not engine or r.engine == engine)]
+        of = f"{metric} of {engine}" if engine else metric
+        return same, f"{len(same)} earlier A/B run(s) of {of} on {self.machine_class}, any key ({self.path})"
 
-    def prior_for(self, key: str) -> tuple[RoundPrior | None, str]:
+    def prior_for(self, key: str, engine: str = "") -> tuple[RoundPrior | None, str]:
         """(round spread, where it comes from) of a result key: its own runs when they give at least
-        MIN_KEY_DF degrees of freedom, else every run of its metric; (None, "") when there are none."""
-        runs, source = self._runs_for(key)
+        MIN_KEY_DF degrees of freedom, else every run of its metric (of ``engine`` when named); (None, "")
+        when there are none."""
+        runs, source = self._runs_for(key, engine)
         found = round_prior([r.ratios for r in runs])
         return (found, source) if found is not None else (None, "")
 
-    def residuals(self, key: str) -> list[float]:
+    def residuals(self, key: str, engine: str = "") -> list[float]:
         """The recorded rounds behind :meth:`prior_for`, as log ratios around their own run's mean,
         scaled by sqrt(n / (n - 1)) so that their spread is the round spread: what a replay draws."""
-        runs, _ = self._runs_for(key)
+        runs, _ = self._runs_for(key, engine)
         out: list[float] = []
         for run in runs:
             logs = [math.log(r) for r in run.ratios]
@@ -128,16 +139,17 @@ class RoundSpread:
             out += [(x - mean) * scale for x in logs]
         return out
 
-    def add(self, metric: str, ratios: Sequence[float], label: str, key: str = "") -> None:
+    def add(self, metric: str, ratios: Sequence[float], label: str, key: str = "", engine: str = "") -> None:
         """Append one run's ratios (kept only with two rounds or more: one round says nothing of the spread)."""
         if len(ratios) >= 2:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key))
+            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key, engine))
 
     @classmethod
     def append(cls, baseline_dir: str | Path, machine_class: str,
-               runs: Sequence[tuple[str, Sequence[float], str] | tuple[str, Sequence[float], str, str]]) -> Path:
-        """Add runs (metric, ratios, label[, key]) to the class's file: read, add and write under an
+               runs: Sequence[tuple[str, Sequence[float], str] | tuple[str, Sequence[float], str, str]],
+               engine: str = "") -> Path:
+        """Add runs (metric, ratios, label[, key]) of ``engine`` to the class's file: read, add and write under an
         exclusive lock, so two A/B runs recording at once (one per GPU) both land."""
         import fcntl
 
@@ -147,7 +159,7 @@ class RoundSpread:
             fcntl.flock(lock, fcntl.LOCK_EX)
             spread = cls.for_class(baseline_dir, machine_class)
             for metric, ratios, label, *key in runs:
-                spread.add(metric, ratios, label, *key)
+                spread.add(metric, ratios, label, key[0] if key else "", engine)
             return spread.save()
 
     def save(self) -> Path:
@@ -160,7 +172,8 @@ class RoundSpread:
             "version": FORMAT_VERSION,
             "machine_class": self.machine_class,
             "runs": [{"metric": r.metric, "ratios": list(r.ratios), "recorded": r.recorded, "label": r.label,
-                      **({"key": r.key} if r.key else {})} for r in kept],
+                      **({"key": r.key} if r.key else {}), **({"engine": r.engine} if r.engine else {})}
+                     for r in kept],
         }
         return atomic_write_json(self.path, data)
 

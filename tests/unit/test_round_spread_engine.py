@@ -1,0 +1,108 @@
+"""A key borrows the round spread of its own engine only (store/roundspread.py).
+
+Found on real SGLang 0.5.16 + EAGLE-3 on one H200 (docs/validation/data/2026-12-03-sglang-ab-same-x1): an A/A
+``specwatch ab`` of one server against itself read -15.2 % and -18.1 % in two rounds (its boots: 481.6, 408.5,
+490.6 and 598.8 decode tok/s) and, judged at the reference server's recorded spread on that class (4.45 %, the
+only history there was), ended REGRESSION. Boot-to-boot luck is the engine's, not the machine's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from specwatch.revisions import rounds
+from specwatch.revisions.plan import plan_key
+from specwatch.store.result import Result, ResultSet
+from specwatch.store.roundspread import RoundRun, RoundSpread
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "docs" / "validation" / "data"
+LINE = re.compile(r"^\[ab\] round (\d+) (base|head): (\S+/decode_tok_s) ([\d.]+) tok/s")
+AA = DATA / "2026-12-03-sglang-ab-same-x1" / "sgl-ab-same.txt"
+SLOW = DATA / "2026-12-03-sglang-ab-x1" / "sgl-ab-slow.txt"
+
+
+def _ab_log(path: Path) -> tuple[str, list[float]]:
+    medians: dict[tuple[int, str], float] = {}
+    key = ""
+    for line in path.read_text().splitlines():
+        if m := LINE.match(line):
+            medians[(int(m[1]), m[2])] = float(m[4])
+            key = m[3]
+    n = sorted({r for r, _ in medians})
+    return key, [medians[(r, "head")] / medians[(r, "base")] for r in n]
+
+
+def _spread(runs: list[RoundRun]) -> RoundSpread:
+    return RoundSpread(Path("unused.json"), "h200x1", runs)
+
+
+def test_a_key_without_runs_of_its_own_borrows_only_its_engines_runs() -> None:
+    tight = RoundRun("decode_tok_s", (1.0, 1.01, 0.99, 1.0), "", "ref", "large/single-stream/decode_tok_s", "reference")
+    wide = RoundRun("decode_tok_s", (0.85, 1.1, 0.95), "", "sgl", "sgl/single-stream/decode_tok_s", "sglang")
+    spread = _spread([tight, wide])
+    key = "new-server/single-stream/decode_tok_s"
+    ref, ref_source = spread.prior_for(key, "reference")
+    sgl, sgl_source = spread.prior_for(key, "sglang")
+    assert ref is not None and sgl is not None and ref.df == 3 and sgl.df == 2
+    assert sgl.spread > 5 * ref.spread
+    assert "of decode_tok_s of sglang" in sgl_source and "of decode_tok_s of reference" in ref_source
+    assert spread.prior_for(key, "vllm") == (None, "")  # another engine's luck is no prior
+    assert spread.prior_for(key)[0].df == 5  # no engine named (an old caller): every run of the metric
+    assert len(spread.residuals(key, "sglang")) == 3
+
+
+def test_a_keys_own_runs_count_unless_they_name_another_engine() -> None:
+    key = "eagle3/single-stream/decode_tok_s"
+    old = RoundRun("decode_tok_s", (1.0, 1.02, 0.98), "", "before engines were kept", key)
+    other = RoundRun("decode_tok_s", (1.0, 1.3, 0.7), "", "same server name, other engine", key, "reference")
+    mine = RoundRun("decode_tok_s", (1.0, 1.01, 0.99), "", "mine", key, "sglang")
+    prior, source = _spread([old, other, mine]).prior_for(key, "sglang")
+    assert prior is not None and prior.df == 4 and "of this key" in source
+    assert prior.spread < 0.03
+
+
+def test_the_engine_is_written_and_read_back(tmp_path: Path) -> None:
+    path = RoundSpread.append(tmp_path, "h200x1", [("decode_tok_s", [0.9, 1.1], "ab", "k/single-stream/decode_tok_s")],
+                              engine="sglang")
+    RoundSpread.append(tmp_path, "h200x1", [("decode_tok_s", [1.0, 1.01], "old ab")])
+    runs = json.loads(path.read_text())["runs"]
+    assert runs[0]["engine"] == "sglang" and "engine" not in runs[1]
+    assert [r.engine for r in RoundSpread.for_class(tmp_path, "h200x1").runs] == ["sglang", ""]
+
+
+def test_a_results_files_engine_is_what_ab_plans_with(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    ResultSet(results=[Result.make("p", "w", "decode_tok_s", unit="tok/s", higher_is_better=True, samples=[1.0])],
+              machine={"engine": "sglang", "machine_class": "h200x1"}).save(path)
+    assert rounds.engine_of(str(path)) == "sglang"
+    assert rounds.engine_of(str(tmp_path / "missing.json")) == ""
+    assert rounds.engine_of(None) == ""
+
+
+def test_the_real_sglang_aa_run_is_no_regression_at_its_own_engines_spread() -> None:
+    """The recorded A/A, judged with the shipped h200x1 history less its own run: at the other SGLang run's
+    spread it is no regression; at the reference server's spread (the rule before engines were kept) it was."""
+    key, ratios = _ab_log(AA)
+    assert key == "sgl-eagle3/single-stream/decode_tok_s" and [round(r, 3) for r in ratios] == [0.848, 0.819]
+    full = RoundSpread.for_class(ROOT / "baselines", "h200x1")
+    others = _spread([r for r in full.runs if AA.name not in r.label])
+    design = rounds.RoundSettings.make(2, 2, None).design
+    _, verdict, why, _ = rounds.judge_key(ratios, True, plan_key(key, others, design, None, "sglang"), design)
+    assert verdict != rounds.REGRESSION, why
+    reference_only = _spread([r for r in full.runs if r.engine == "reference"])
+    _, before, _, _ = rounds.judge_key(ratios, True, plan_key(key, reference_only, design, None), design)
+    assert before == rounds.REGRESSION  # the false alarm the device printed (exit 1)
+
+
+def test_the_real_sglang_slowdown_is_never_called_no_regression() -> None:
+    """The server slowed from outside its code (-31 %, -16 % in two rounds): at its own engine's spread it is
+    still shown slower or left open, never cleared."""
+    key, ratios = _ab_log(SLOW)
+    full = RoundSpread.for_class(ROOT / "baselines", "h200x1")
+    others = _spread([r for r in full.runs if SLOW.name not in r.label])
+    design = rounds.RoundSettings.make(2, 3, None).design
+    _, verdict, why, _ = rounds.judge_key(ratios, True, plan_key(key, others, design, None, "sglang"), design)
+    assert verdict != rounds.NO_REGRESSION, why
