@@ -11,6 +11,7 @@ __all__ = [
     "machineterm",
     "paired",
     "replay",
+    "row",
     "sequential",
     "spechealth",
     "speculative",

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from specwatch.judge.row import ReportRow
+
 __all__ = ["Status", "Verdict"]
 
 
@@ -44,7 +46,7 @@ class Verdict:
     reason: str = ""
     profile: str = ""
     details: Any = None
-    rows: list[Any] = field(default_factory=list)
+    rows: list[ReportRow] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
