@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specwatch.judge.row import ReportRow
+from specwatch.judge.verdict import ReportRow
 from specwatch.load.measure import Measurement, RunSample
 from specwatch.load.workload import Workload
 from specwatch.profiles.profile import Gates

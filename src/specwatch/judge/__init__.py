@@ -11,7 +11,6 @@ __all__ = [
     "machineterm",
     "paired",
     "replay",
-    "row",
     "sequential",
     "spechealth",
     "speculative",

@@ -3,7 +3,7 @@
 Rendering only: every function takes :class:`ReportRow` values (one per result key) and returns
 text or JSON-ready data; nothing here measures, compares or decides. ``ReportRow.from_comparison``
 adapts anything shaped like ``compare.Comparison`` without importing it; the row type itself is judging's
-(:mod:`specwatch.judge.row`, the type of a verdict's rows).
+(:class:`specwatch.judge.verdict.ReportRow`, the type of a verdict's rows).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specwatch import __version__
-from specwatch.judge.row import BAD_VERDICTS, ReportRow
+from specwatch.judge.verdict import BAD_VERDICTS, ReportRow
 
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 

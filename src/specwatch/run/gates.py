@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 
 from specwatch.judge import compare, speculative, stats, tuning, yardstick
 from specwatch.judge.cyclecost import Economics
-from specwatch.judge.row import ReportRow
 from specwatch.judge.tuning import RoundsVerdict, tuning_effect
-from specwatch.judge.verdict import Status, Verdict
+from specwatch.judge.verdict import ReportRow, Status, Verdict
 from specwatch.run.evidence import Pair, Policy, Reference
 from specwatch.run.specread import economics
 

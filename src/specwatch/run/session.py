@@ -27,7 +27,7 @@ from specwatch.run.reference import reference_samples
 from specwatch.server.pool import RunningServer, ServerPool
 
 if TYPE_CHECKING:
-    from specwatch.judge.row import ReportRow
+    from specwatch.judge.verdict import ReportRow
     from specwatch.load.measure import Measurement
 
 Progress = Callable[[str], None]

@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.errors import UsageError
 from specwatch.judge import compare, cyclecost, spechealth, stats
-from specwatch.judge.row import ReportRow
-from specwatch.judge.verdict import Status, Verdict
+from specwatch.judge.verdict import ReportRow, Status, Verdict
 from specwatch.run import specread
 from specwatch.run.evidence import Policy, Reference, References
 from specwatch.store.result import Result, ResultSet, make_key
