@@ -150,7 +150,8 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
 def speculation_by_level(session: Session) -> Verdict:
     """:func:`specwatch.run.gates.speculation_by_level` over the profile set's sweep. Each server runs every
     level on one boot (baseline first), levels in increasing order; with ``gates.interleave_runs`` both
-    servers are up at once and each level's runs are interleaved (:meth:`Session.measure_pair`)."""
+    servers are up at once and each level's runs are interleaved (:meth:`Session.measure_pair`: a fresh boot
+    of both per level and round), so a machine that drifts during the sweep moves both sides of a level alike."""
     from specwatch.load.workload import level_names
 
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")

@@ -218,11 +218,8 @@ def speculation_by_level(levels: Mapping[str, tuple[Measurement, Measurement]], 
     Each level is judged like :func:`speculation_beats_baseline` (``spec_margin``, one-sided
     Mann-Whitney) on :data:`LEVEL_METRIC`; an inconclusive level does not pay. The per-level
     verdicts are reported (speculation is expected to stop paying somewhere); the verdict fails only
-    when ``gates.min_crossover_concurrency`` is set and the crossover comes below it. Each server
-    runs every level on one boot (baseline first), levels in increasing order; with
-    ``gates.interleave_runs`` both servers are up at once and each level's runs are interleaved
-    (:meth:`Session.measure_pair`: a fresh boot of both per level and round), so a machine that
-    drifts during the sweep moves both sides of a level alike.
+    when ``gates.min_crossover_concurrency`` is set and the crossover comes below it. How the levels are
+    measured (one boot each, or interleaved): :func:`specwatch.run.gatekeeper.speculation_by_level`.
     """
     from specwatch.judge.levels import LEVEL_METRICS, crossover, crossover_ok
 
