@@ -17,8 +17,8 @@ Three parts, each seeded:
    freedom; right, and at half the true term). Then the gate's rows with no machine term at all.
 2. **The full gate and its peers** (``WORLDS`` worlds): each world draws ``g + 1`` machines, holds out each
    in turn and judges 5 of its sessions, as drawn and 8% slower, against the other machines' sessions,
-   exactly as ``specwatch baseline check --leave-one-machine-out`` does on the recorded data (``g`` = 2, the
-   committed file's case, then 3). The MC error is over held-out machines (their sessions share a draw).
+   exactly as ``python docs/validation/baseline_check.py --leave-one-machine-out`` does on the recorded data
+   (``g`` = 2, the committed file's case, then 3). The MC error is over held-out machines (their sessions share a draw).
 3. **Pooling the machine term across the class's baselines**: which machines (leases) the h200x1 baselines
    share, the data a pooled machine term would rest on.
 """
@@ -32,12 +32,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from specwatch.cli import peers
 from specwatch.judge import replay, variance
 from specwatch.store.baseline import NOT_BASELINES
 from specwatch.store.sessions import baseline_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "validation"))
+import peers  # noqa: E402 (docs/validation is not a package: the peer detectors of baseline_check.py)
+
 ALPHA = 0.01
 SESSIONS, SAMPLES, SLOW = 15, 16, 0.92
 

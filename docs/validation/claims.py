@@ -264,7 +264,7 @@ def drift_8pct() -> Finding:
 
 @claim("drift-stored-baseline", "against the shipped ref-large baseline a 4% slowdown is flagged 19 times in 20",
        "the committed baselines/h200x1/large-eagle3-tuned.json (sessions from three leases) flags 4%", "15",
-       again=("specwatch baseline check baselines/h200x1/large-eagle3-tuned.json --metric decode_tok_s",
+       again=("python docs/validation/baseline_check.py baselines/h200x1/large-eagle3-tuned.json --metric decode_tok_s",
               "fresh-x1"))
 def drift_stored() -> Finding:
     """Judged now: the baseline's tolerance on a machine it holds sessions of, and on a new one; and the run of
@@ -298,7 +298,7 @@ def drift_stored() -> Finding:
                    "and the interval for a new machine narrows, yet 8% is flagged in 15 of 46 on a held-out lease "
                    "(docs/reference/machine-term-replay.md): record 3 sessions on a machine "
                    "(`--update-baselines`) to be judged on it, or use `specwatch ab`, which compares in one "
-                   "session. Each row of `specwatch baseline check` gives the per-session numbers.")
+                   "session. Each row of `python docs/validation/baseline_check.py` gives the per-session numbers.")
 
 
 # ---- relative gates, suites end to end -----------------------------------------------------------------------

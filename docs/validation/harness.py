@@ -301,8 +301,8 @@ def drift_repeat(p: Plan) -> None:
         lanes.append([Repeat([p.pytest(f"g{g}-s{lv:g}", 120, *k, f"--specwatch-profiles={_slowed(p, lv)}", gpu=g,
                                        baselines="/tmp/specwatch-none") for lv in order], min_left=130)])
     groups = [a for lv in levels if lv for a in ("--slowed", f"@{p.rel(p.run)}/g*-s{lv:g}-*.json")]
-    judge = p.cli("sensitivity", 120, "sensitivity", f"@{p.rel(p.run)}/g*-s0-*.json", *groups,
-                  "--metric", "decode_tok_s")
+    judge = Step("sensitivity", [p.py, "docs/validation/sensitivity.py", f"@{p.rel(p.run)}/g*-s0-*.json", *groups,
+                                 "--metric", "decode_tok_s"], 120)
     p.stages = [lanes, [[judge]]]
 
 
@@ -499,12 +499,11 @@ def sglang_ab_x1(p: Plan) -> None:
 
 def sglang_perf_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 + EAGLE-3 alone on one GPU: ``pytest -m perf`` against the baselines recorded on it
-    (no slowdown: every gate should pass or skip with its reason), then an A/A ``ab`` while time remains."""
+    (no slowdown: every gate should pass or skip with its reason)."""
     prof = p.s["sglang_profile"]
     p.stages = [[[_sglang_setup(p),
                   p.pytest("sgl-perf", 420, "-m", "perf", "tests/perf", f"--specwatch-profiles={prof}", gpu="0",
-                           baselines=p.s["sglang_baselines"]),
-                  _sgl_ab(p, "sgl-ab-same", "docs/validation/sglang/eagle3-base.toml", 420, "2")]]]
+                           baselines=p.s["sglang_baselines"])]]]
 
 
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
@@ -590,7 +589,7 @@ SCENARIOS = {s.name: s for s in (
              "then specwatch ab of the healthy server against one slowed from outside its code", "(new: issue 29)",
              sglang_ab_x1),
     Scenario("sglang-perf-x1", "real SGLang 0.5.16 + EAGLE-3 alone on one GPU: pytest -m perf against the baselines "
-             "recorded on it, then an A/A specwatch ab", "(new: issue 29)", sglang_perf_x1),
+             "recorded on it", "(new: issue 29)", sglang_perf_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

@@ -378,7 +378,7 @@ def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: 
     err = io.StringIO()
     sys_stderr, sys.stderr = sys.stderr, err
     try:
-        rc = gitbisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, memo=tmp_path / "m")
+        rc = gitbisect.command(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, memo=tmp_path / "m")
     finally:
         sys.stderr = sys_stderr
     assert rc == EXIT_USAGE
@@ -387,7 +387,7 @@ def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: 
     git(repo, "checkout", "--", "server.py")
     # nothing measurable (pytest collects nothing) is an infrastructure error, and the original
     # branch is restored anyway
-    rc = gitbisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=["-q", "no_such_test.py"],
+    rc = gitbisect.command(repo=repo, good=good, bad="main", pytest_args=["-q", "no_such_test.py"],
                            memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
     assert rc == EXIT_INFRA
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
@@ -400,7 +400,7 @@ def test_a_good_revision_that_cannot_be_measured_is_an_infrastructure_error(repo
     err = io.StringIO()
     sys_stderr, sys.stderr = sys.stderr, err
     try:
-        rc = gitbisect.Bisect.run(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
+        rc = gitbisect.command(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
                                memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
     finally:
         sys.stderr = sys_stderr
@@ -467,7 +467,7 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
     assert first >= 12  # 4, 1 and 3: at least two rounds of both sides each
     # the report names the patch file
     report_out = io.StringIO()
-    rc = patch_bisect.BisectPatches.run(out=report_out, **kwargs)
+    rc = patch_bisect.command(out=report_out, **kwargs)
     assert rc == EXIT_REGRESSION
     assert "+4/4 0004-checksum-every-reply.patch" in report_out.getvalue()
     assert n_measured(counter) == first  # all from the memo
@@ -525,22 +525,20 @@ def test_the_step_line_says_every_gate_was_skipped(tmp_path: Path, monkeypatch: 
 
 
 def test_cli_arguments_split_at_double_dash() -> None:
-    import argparse
+    from specwatch.cli import build_parser
+    from specwatch.cli.bisect import split_pytest_args, step_options
 
-    parser = argparse.ArgumentParser()
-    patch_bisect.BisectPatches.add_arguments(parser)
-    args = parser.parse_args(["--repo", "r", "--base", "b", "--rounds", "3", "a.patch", "b.patch", "--", "-m", "perf",
-                              "--x"])
-    assert bisection.split_pytest_args(args.patches_and_args) == (["a.patch", "b.patch"], ["-m", "perf", "--x"])
-    assert bisection.step_options(args) == dict(rounds=3, max_rounds=None, tolerance=None, metrics=None, alpha=0.01,
-                                                 round_history="baselines", spending="pocock")
-    parser = argparse.ArgumentParser()
-    gitbisect.Bisect.add_arguments(parser)
-    args = parser.parse_args(["--repo", "r", "--good", "g", "--bad", "b", "--max-rounds", "6", "--tolerance", "0.1",
-                              "--metric", "decode_tok_s", "--", "-m", "perf"])
-    assert bisection.split_pytest_args(args.pytest_args) == ([], ["-m", "perf"])
-    assert bisection.step_options(args) == dict(rounds=2, max_rounds=6, tolerance=0.1, metrics=["decode_tok_s"],
-                                              alpha=0.01, round_history="baselines", spending="pocock")
+    parser = build_parser()
+    args = parser.parse_args(["bisect-patches", "--repo", "r", "--base", "b", "--rounds", "3", "a.patch", "b.patch",
+                              "--", "-m", "perf", "--x"])
+    assert split_pytest_args(args.patches_and_args) == (["a.patch", "b.patch"], ["-m", "perf", "--x"])
+    assert step_options(args) == dict(rounds=3, max_rounds=None, tolerance=None, metrics=None, alpha=0.01,
+                                      round_history="baselines", spending="pocock")
+    args = parser.parse_args(["bisect", "--repo", "r", "--good", "g", "--bad", "b", "--max-rounds", "6", "--tolerance",
+                              "0.1", "--metric", "decode_tok_s", "--", "-m", "perf"])
+    assert split_pytest_args(args.pytest_args) == ([], ["-m", "perf"])
+    assert step_options(args) == dict(rounds=2, max_rounds=6, tolerance=0.1, metrics=["decode_tok_s"], alpha=0.01,
+                                      round_history="baselines", spending="pocock")
 
 
 def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from specwatch.errors import EXIT_OK, EXIT_USAGE, UsageError
+from specwatch.report import plot as plot_mod
+from specwatch.report.plot import plot_series
 from specwatch.store import history as history_mod
-from specwatch.store.history import History, open_history, plot_series
+from specwatch.store.history import History, open_history
 from specwatch.store.history_base import SCHEMA_V1, SCHEMA_VERSION, run_uid
 from specwatch.store.result import Result, ResultSet
 
@@ -167,14 +169,14 @@ def test_an_older_schema_is_migrated_by_a_writer_only(history_target, capsys):
 def test_plot_series_one_png_per_metric_with_change_point(tmp_path, monkeypatch, history_target):
     pytest.importorskip("matplotlib")
     marked = []
-    real = history_mod.changepoint.detect
+    real = plot_mod.changepoint.detect
 
     def spy(series, **kw):
         out = real(series, **kw)
         marked.append([c.index for c in out])
         return out
 
-    monkeypatch.setattr(history_mod.changepoint, "detect", spy)
+    monkeypatch.setattr(plot_mod.changepoint, "detect", spy)
     with open_history(history_target) as h:
         for i, v in enumerate(SERIES):
             h.append(run(v, i))

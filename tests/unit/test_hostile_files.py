@@ -1,12 +1,14 @@
 """Hostile files: results, baselines, captures and histories written by hand or damaged, each read by
-``specwatch`` as one line on stderr naming the file and the field, exit 2, never a traceback (the
-adversarial sweep of docs/robustness.md)."""
+``specwatch`` (and by the replays of docs/validation, ``baseline_check.py`` and ``sensitivity.py``, which read
+them through the same loaders) as one line on stderr naming the file and the field, exit 2, never a traceback
+(the adversarial sweep of docs/robustness.md)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,10 @@ from specwatch.errors import EXIT_OK, EXIT_USAGE
 from specwatch.judge import changepoint, compare, stats
 from specwatch.store.capture import MANIFEST
 from specwatch.store.result import MAX_JSON_DEPTH, Result, ResultSet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "validation"))
+import baseline_check
+import sensitivity
 
 CAPTURE = Path(__file__).parent / "data" / "captures" / "sglang-eagle3-untuned-leak"
 KEY = "base/single-stream/decode_tok_s"
@@ -58,7 +64,14 @@ def healthy_sessions() -> list[list[float]]:
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
+    """``specwatch ARGV``; ``baseline check ...`` and ``sensitivity ...`` are the scripts of docs/validation."""
+    args = [str(a) for a in argv]
+    if args[:2] == ["baseline", "check"]:
+        code = baseline_check.main(args[2:])
+    elif args[:1] == ["sensitivity"]:
+        code = sensitivity.main(args[1:])
+    else:
+        code = main(args)
     out, err = capsys.readouterr()
     return code, out, err
 

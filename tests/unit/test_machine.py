@@ -1,4 +1,5 @@
-"""Machine fingerprint parsing against recorded nvidia-smi outputs (no GPU needed)."""
+"""Machine fingerprint parsing against recorded nvidia-smi outputs (no GPU needed): nvidia-smi asked by
+server.gpu.gpu_report, its output parsed by signals.nvidiasmi, the fingerprint built by store.machine."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sys
 
 import pytest
 
-from specwatch.signals import devices
+from specwatch.server.gpu import gpu_report, run_command
+from specwatch.signals import devices, nvidiasmi
 from specwatch.store import machine
 
 # Recorded on a 2×H200 host (driver 580.159.04, CUDA 13.0), verbatim including the ANSI
@@ -62,21 +64,21 @@ def fake_runner(outputs: dict[str, str | None]):
 
 
 def test_parse_recorded_query_and_versions():
-    assert machine.parse_gpu_query(H200_QUERY) == [("NVIDIA H200", "580.159.04")] * 2
-    assert machine.parse_gpu_query("") == []
-    assert machine.parse_cuda_version(H200_VERSION) == "13.0"
-    assert machine.parse_cuda_version(H200_SMI_HEADER) == "13.0"
-    assert machine.parse_cuda_version("garbage") is None
+    assert nvidiasmi.parse_gpu_query(H200_QUERY) == [("NVIDIA H200", "580.159.04")] * 2
+    assert nvidiasmi.parse_gpu_query("") == []
+    assert nvidiasmi.parse_cuda_version(H200_VERSION) == "13.0"
+    assert nvidiasmi.parse_cuda_version(H200_SMI_HEADER) == "13.0"
+    assert nvidiasmi.parse_cuda_version("garbage") is None
 
 
 def test_parse_recorded_nvlink_topology():
-    topo = machine.parse_topology(H200_TOPO)
+    topo = nvidiasmi.parse_topology(H200_TOPO)
     assert topo["links"] == {"NV18": 1}
     assert topo["interconnect"] == "nvlink"
 
 
 def test_parse_pcie_topology_with_nic():
-    topo = machine.parse_topology(PCIE8_TOPO)
+    topo = nvidiasmi.parse_topology(PCIE8_TOPO)
     assert sum(topo["links"].values()) == 28  # 8 choose 2 GPU pairs, NIC ignored
     assert topo["links"] == {"NODE": 12, "SYS": 16}
     assert topo["interconnect"] == "pcie"
@@ -88,9 +90,9 @@ def test_mixed_and_missing_topology():
         "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
         "GPU0\t X \tNV4\tPIX\t0-15\nGPU1\tNV4\t X \tPIX\t0-15\nGPU2\tPIX\tPIX\t X \t0-15\n"
     )
-    assert machine.parse_topology(mixed)["links"] == {"NV4": 1, "PIX": 2}
-    assert machine.parse_topology(mixed)["interconnect"] == "mixed"
-    assert machine.parse_topology(None)["interconnect"] == "none"
+    assert nvidiasmi.parse_topology(mixed)["links"] == {"NV4": 1, "PIX": 2}
+    assert nvidiasmi.parse_topology(mixed)["interconnect"] == "mixed"
+    assert nvidiasmi.parse_topology(None)["interconnect"] == "none"
 
 
 def test_fingerprint_two_h200_nvlink():
@@ -99,7 +101,7 @@ def test_fingerprint_two_h200_nvlink():
         "--version": H200_VERSION,
         "topo -m": H200_TOPO,
     })  # fmt: skip
-    fp = machine.fingerprint("sglang", "0.5.23", runner=run, with_torch=False)
+    fp = machine.fingerprint("sglang", "0.5.23", gpus=gpu_report(run), with_torch=False)
     assert fp["gpu_model"] == "NVIDIA H200"
     assert fp["gpu_count"] == 2
     assert fp["driver"] == "580.159.04"
@@ -117,14 +119,14 @@ def test_fingerprint_single_gpu_skips_topology_and_falls_back_to_smi_header():
         "--query-gpu=name,driver_version --format=csv,noheader": H200_QUERY.splitlines()[0] + "\n",
         "": H200_SMI_HEADER,
     })  # fmt: skip
-    fp = machine.fingerprint(runner=run, with_torch=False)
+    fp = machine.fingerprint(gpus=gpu_report(run), with_torch=False)
     assert fp["machine_class"] == "h200x1"
     assert fp["cuda"] == "13.0"
     assert ["nvidia-smi", "topo", "-m"] not in run.calls  # type: ignore[attr-defined]
 
 
 def test_fingerprint_without_nvidia_smi_is_cpu():
-    fp = machine.fingerprint(runner=lambda argv: None, with_torch=False)
+    fp = machine.fingerprint(gpus=gpu_report(lambda argv: None), with_torch=False)
     assert fp["gpu_count"] == 0
     assert fp["gpu_model"] is None
     assert fp["driver"] is None
@@ -132,7 +134,8 @@ def test_fingerprint_without_nvidia_smi_is_cpu():
 
 
 def test_run_command_missing_binary_is_none():
-    assert machine.run_command(["definitely-not-a-command-specwatch"]) is None
+    assert run_command(["definitely-not-a-command-specwatch"]) is None
+    assert machine.run_command(["definitely-not-a-command-specwatch"]) is None  # the package probes' runner
 
 
 def test_fingerprint_pcie_machine_class():
@@ -142,7 +145,7 @@ def test_fingerprint_pcie_machine_class():
         "": None,
         "topo -m": PCIE8_TOPO,
     })  # fmt: skip
-    fp = machine.fingerprint(runner=run, with_torch=False)
+    fp = machine.fingerprint(gpus=gpu_report(run), with_torch=False)
     assert fp["machine_class"] == "rtxpro6000x8-pcie"
     assert fp["cuda"] is None
 
@@ -208,16 +211,16 @@ def _h200_runner():
 ])  # fmt: skip
 def test_fingerprint_counts_only_the_visible_gpus(cvd: str | None, cls: str) -> None:
     env = {} if cvd is None else {"CUDA_VISIBLE_DEVICES": cvd}
-    fp = machine.fingerprint(runner=_h200_runner(), with_torch=False, env=env)
+    fp = machine.fingerprint(gpus=gpu_report(_h200_runner(), env=env), with_torch=False)
     assert fp["machine_class"].startswith(cls)
     if cls == "h200x1":
         assert fp["gpu_count"] == 1 and fp["interconnect"] == "none" and fp["topology"] == {}
 
 
 def test_visible_topology_counts_only_pairs_among_visible_gpus() -> None:
-    topo = machine.parse_topology(PCIE8_TOPO, only={0, 1, 2, 3})
+    topo = nvidiasmi.parse_topology(PCIE8_TOPO, only={0, 1, 2, 3})
     assert topo["links"] == {"NODE": 6} and topo["worst"] == "NODE"
-    across = machine.parse_topology(PCIE8_TOPO, only={3, 4})
+    across = nvidiasmi.parse_topology(PCIE8_TOPO, only={3, 4})
     assert across["links"] == {"SYS": 1}
     assert devices.select_visible(["GPU-a1", "GPU-a2"], ["GPU-a"]) is None  # ambiguous prefix
     assert devices.select_visible(["GPU-a1", "GPU-b2"], ["1", "GPU-b", "0"]) == [1, 0]
@@ -297,7 +300,8 @@ def test_engine_identity_prefers_the_servers_own_version(tmp_path) -> None:
     assert ref == {"engine_version": None, "engine_commit": None}
     both = machine.engine_identity([], [("sglang", {"version": "0.5.22"}), ("sglang", {"version": "0.5.23"})], run)
     assert both["engine_version"] == "0.5.22+0.5.23"  # two installs under test: both said
-    fp = machine.fingerprint("sglang", "0.5.23", engine_commit="abc", runner=fake_runner({}), with_torch=False)
+    fp = machine.fingerprint("sglang", "0.5.23", engine_commit="abc", gpus=gpu_report(fake_runner({})),
+                             with_torch=False)
     assert (fp["engine_version"], fp["engine_commit"]) == ("0.5.23", "abc")
 
 
@@ -312,12 +316,13 @@ def test_fingerprint_records_each_visible_gpus_identity_and_none_on_cpu() -> Non
         "--version": H200_VERSION,
         "topo -m": H200_TOPO,
     })  # fmt: skip
-    ident = machine.fingerprint(runner=runner, with_torch=False, env={"CUDA_VISIBLE_DEVICES": "1"})["gpu_identity"]
+    visible = gpu_report(runner, env={"CUDA_VISIBLE_DEVICES": "1"})
+    ident = machine.fingerprint(gpus=visible, with_torch=False)["gpu_identity"]
     assert ident["gpu_uuids"] == ["GPU-9e01d7b2-aaaa-bbbb-cccc-111111111111"]
     assert ident["gpu_serials"] is None  # "[N/A]" is no serial
     assert ident["gpu_pci_bus_ids"] == ["00000000:2A:00.0"]
     assert ident["hostname"]
-    cpu = machine.fingerprint(runner=lambda argv: None, with_torch=False, env={})["gpu_identity"]
+    cpu = machine.fingerprint(gpus=gpu_report(lambda argv: None, env={}), with_torch=False)["gpu_identity"]
     assert set(cpu) == {"hostname", "gpu_uuids", "gpu_serials", "gpu_pci_bus_ids"}
     assert cpu["gpu_uuids"] is None and cpu["gpu_serials"] is None and cpu["gpu_pci_bus_ids"] is None
 
@@ -327,7 +332,7 @@ def test_without_a_gpu_the_fingerprint_reads_torch_without_importing_it() -> Non
     2-4 s in every perf run, is only paid where a GPU can be asked for its NCCL."""
     pytest.importorskip("torch")
     code = ("import sys, json; from specwatch.store import machine as m; "
-            "fp = m.fingerprint(runner=lambda cmd: None); "
+            "fp = m.fingerprint(); "
             "print(json.dumps([fp['torch'], 'torch' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     version, imported = json.loads(out.stdout)

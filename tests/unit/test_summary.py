@@ -34,3 +34,13 @@ def test_latency_metrics_are_not_judged_as_throughput() -> None:
     rs = ResultSet()
     rs.add(Result.make("p", "w", "ttft_ms", unit="ms", higher_is_better=False, samples=[5.0, 50.0, 5.0, 5.0]))
     assert baseline_quality(rs) == []
+
+
+def test_the_noise_rule_is_pure_statistics() -> None:
+    """judge.stats owns the rule; run.summary only words it."""
+    from specwatch.judge.stats import recording_noise
+
+    noise = recording_noise(SESSION1_H200_EAGLE3)
+    assert noise is not None and noise.outliers == [4, 5] and noise.cv > 0.05
+    assert recording_noise([1.0, 50.0]) is None  # fewer than 3 runs: nothing to say
+    assert recording_noise([1000.0, 1001.0, 999.0]) is None

@@ -1,4 +1,4 @@
-"""``specwatch baseline check`` and ``specwatch sensitivity`` on the committed data: the baselines under
+"""docs/validation's replays, ``baseline_check.py`` and ``sensitivity.py``, on the committed data: the baselines under
 baselines/ and the H200 pytest runs of docs/validation/data/session3 (8 recordings, 6 healthy reruns and
 6 runs slowed by 8 % through --ref-fault-slowdown, on two GPUs of one lease).
 """
@@ -6,20 +6,24 @@ baselines/ and the H200 pytest runs of docs/validation/data/session3 (8 recordin
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from specwatch.cli import validation
-from specwatch.cli.args import Parser
-from specwatch.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, SpecwatchError, UsageError
+from specwatch.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, UsageError
 from specwatch.judge import replay
 from specwatch.judge.compare import DriftVerdict, drift_basis
 from specwatch.store.sessions import baseline_sessions, results_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "validation"))
+import baseline_check  # noqa: E402 (docs/validation is not a package)
+import sensitivity  # noqa: E402
+
 H200X1 = ROOT / "baselines" / "h200x1"
 X2 = ROOT / "baselines" / "h200x2-nvlink" / "eagle3-tuned.json"
 CALL3 = ROOT / "docs" / "validation" / "data" / "session3" / "pytest-call3"
@@ -27,22 +31,11 @@ ROW = re.compile(r"^\s+(\d+)\s+.*\s(no change|noisy|regression|REGRESSION|improv
                  r"(none up to 90%|[\d.]+%)$")
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The two commands as ``specwatch`` wires them: ``baseline check`` and ``sensitivity``."""
-    parser = Parser(prog="specwatch")
-    sub = parser.add_subparsers(dest="command", required=True)
-    validation.register_baseline_check(sub.add_parser("baseline").add_subparsers(dest="action", required=True))
-    validation.register(sub)
-    try:
-        args = parser.parse_args(argv)
-        code = args.func(args)
-    except SystemExit as exc:
-        code = exc.code
-    except SpecwatchError as exc:
-        print(f"specwatch: {exc}", file=sys.stderr)
-        code = exc.exit_code
+def run(script: ModuleType, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """A script as ``python docs/validation/<script>.py ARGV`` runs it: its exit code, stdout and stderr."""
+    code = script.main(argv)
     out, err = capsys.readouterr()
-    return int(code or 0), out, err
+    return code, out, err
 
 
 def _slowdown(cell: str) -> float | None:
@@ -60,7 +53,7 @@ def test_baseline_check_replays_every_session_of_the_h200_baseline(capsys: pytes
     a machine with enough sessions of its own. The 19th (session 4, host 631fc92cbeb5) is the only one of its
     machine: against the 18 of one other machine, whose machine term one machine cannot measure, it is judged
     as a run on theirs (and the note says so), not against a new machine's interval."""
-    code, out, _ = run(["baseline", "check", str(H200X1 / "eagle3-tuned.json"), "--metric", "decode_tok_s"], capsys)
+    code, out, _ = run(baseline_check, [str(H200X1 / "eagle3-tuned.json"), "--metric", "decode_tok_s"], capsys)
     assert code == EXIT_OK, out
     rows = [m.groups() for line in out.splitlines() if (m := ROW.match(line))]
     assert [int(r[0]) for r in rows] == list(range(1, 20)), out
@@ -123,7 +116,7 @@ def test_a_baseline_that_would_fail_its_own_healthy_session_exits_1(tmp_path: Pa
     path = tmp_path / "h200x2-nvlink" / "eagle3-tuned.json"
     path.parent.mkdir()
     path.write_text(json.dumps(doc))
-    code, out, _ = run(["baseline", "check", str(path), "--metric", "decode_tok_s"], capsys)
+    code, out, _ = run(baseline_check, [str(path), "--metric", "decode_tok_s"], capsys)
     assert code == EXIT_REGRESSION, out
     rows = [m.groups() for line in out.splitlines() if (m := ROW.match(line))]
     assert [r[0] for r in rows if r[1].lower() == "regression"] == ["3"], out
@@ -131,19 +124,19 @@ def test_a_baseline_that_would_fail_its_own_healthy_session_exits_1(tmp_path: Pa
 
 
 def test_baseline_check_needs_two_sessions_and_a_baseline_file(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["baseline", "check", str(H200X1 / "baseline-tuned.json")], capsys)
+    code, out, err = run(baseline_check, [str(H200X1 / "baseline-tuned.json")], capsys)
     assert code == EXIT_USAGE and len(err.strip().splitlines()) == 1, err
     assert "nothing to hold out" in out and "2 or more" in err
-    code, _, err = run(["baseline", "check", str(CALL3 / "g0-healthy-1.json")], capsys)
+    code, _, err = run(baseline_check, [str(CALL3 / "g0-healthy-1.json")], capsys)
     assert code == EXIT_USAGE and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    code, _, err = run(["baseline", "check", str(X2), "--metric", "no_such_metric"], capsys)
+    code, _, err = run(baseline_check, [str(X2), "--metric", "no_such_metric"], capsys)
     assert code == EXIT_USAGE and "has no metric no_such_metric" in err
 
 
 def test_sensitivity_against_a_baseline_counts_false_alarms_and_detections(capsys: pytest.CaptureFixture[str]) -> None:
     """The session-3 H200 runs against the baseline of its 8 recordings: no healthy rerun is a
     regression, every run slowed by 8 % is one, and so is every healthy run slowed by 20 %."""
-    code, out, _ = run(["sensitivity", *map(str, sorted(CALL3.glob("g?-healthy-?.json"))),
+    code, out, _ = run(sensitivity, [*map(str, sorted(CALL3.glob("g?-healthy-?.json"))),
                         "--slowed", *map(str, sorted(CALL3.glob("g?-slow8-?.json"))),
                         "--baseline", str(CALL3 / "baseline-8-sessions.json"), "--metric", "decode_tok_s",
                         "--slowdown", "0.2", "--tolerance", "0.03", "--tolerance", "0.08"], capsys)
@@ -162,7 +155,7 @@ def test_sensitivity_leave_one_out_on_healthy_runs_alone(capsys: pytest.CaptureF
     """Without a baseline: each of the 14 healthy runs against the other 13. A stricter alpha can only
     flag fewer runs."""
     healthy = [*sorted(CALL3.glob("g?-record-?.json")), *sorted(CALL3.glob("g?-healthy-?.json"))]
-    code, out, _ = run(["sensitivity", *map(str, healthy), "--metric", "decode_tok_s", "--slowdown", "0.2",
+    code, out, _ = run(sensitivity, [*map(str, healthy), "--metric", "decode_tok_s", "--slowdown", "0.2",
                         "--slowdown", "0.02", "--alpha", "0.01", "--alpha", "0.2"], capsys)
     assert code == EXIT_OK, out
     rows = _rows(out)
@@ -188,11 +181,11 @@ def _table(out: str) -> dict[tuple[str, str], tuple[int, int]]:
 
 
 def test_sensitivity_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["sensitivity", str(CALL3 / "g0-healthy-1.json")], capsys)
+    code, _, err = run(sensitivity, [str(CALL3 / "g0-healthy-1.json")], capsys)
     assert code == EXIT_USAGE and "at least 2 healthy results files" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run(["sensitivity", str(CALL3 / "g0-healthy-1.json"), "--baseline", str(X2)], capsys)
+    code, _, err = run(sensitivity, [str(CALL3 / "g0-healthy-1.json"), "--baseline", str(X2)], capsys)
     assert code == EXIT_USAGE and "share no key" in err
-    code, _, err = run(["sensitivity", str(CALL3 / "g0-healthy-1.json"), "--slowdown", "1.5"], capsys)
+    code, _, err = run(sensitivity, [str(CALL3 / "g0-healthy-1.json"), "--slowdown", "1.5"], capsys)
     assert code == EXIT_USAGE and len(err.strip().splitlines()) == 1
 
 
@@ -205,3 +198,25 @@ def test_results_files_must_agree_on_a_keys_unit(tmp_path: Path) -> None:
     assert len(results_sessions([CALL3 / "g0-healthy-1.json", CALL3 / "g0-healthy-2.json"])) >= 2
     with pytest.raises(UsageError, match="is in tokens per second"):
         results_sessions([CALL3 / "g0-healthy-1.json", other])
+
+
+def test_the_replays_are_scripts_of_docs_validation_not_specwatch_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """Research tools left the product: ``specwatch`` no longer has them, and each script runs from the checkout
+    as ``python docs/validation/<script>.py`` (its siblings machineout.py and peers.py found beside it)."""
+    import subprocess
+
+    from specwatch.cli import main
+
+    assert main(["sensitivity", str(CALL3 / "g0-healthy-1.json")]) == EXIT_USAGE
+    assert main(["baseline", "check", str(X2)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "invalid choice: 'sensitivity'" in err and "invalid choice: 'check'" in err
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "docs/validation/baseline_check.py", str(X2), "--metric", "decode_tok_s",
+                          "--leave-one-machine-out", "--peer", "changepoint"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == EXIT_OK, out.stderr
+    assert "7 sessions on 2 machines" in out.stdout and "judge/changepoint.py" in out.stdout, out.stdout
+    out = subprocess.run([sys.executable, "docs/validation/sensitivity.py", str(CALL3 / "g0-healthy-1.json")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == EXIT_USAGE and out.stderr.count("\n") == 1 and "at least 2 healthy" in out.stderr

@@ -315,14 +315,15 @@ def test_the_drift_gate_reads_the_run_and_the_baseline_sessions_yardsticks(tmp_p
 def test_baseline_check_prints_the_raw_and_the_normalised_session_spread(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from specwatch.cli import main
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "validation"))
+    import baseline_check  # docs/validation is not a package
 
     store = BaselineStore(tmp_path / "b")
     sessions, scores = _baseline()
     path = None
     for i, (samples, s) in enumerate(zip(sessions, scores, strict=True)):
         path = _record(store, samples[:5], i, _yardstick(s / 20.0))
-    main(["baseline", "check", str(path), "--metric", "decode_tok_s"])
+    baseline_check.main([str(path), "--metric", "decode_tok_s"])
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if "machine yardstick:" in ln)
     assert line.strip().startswith("machine yardstick: 6 of 6 sessions carry one; session spread raw ")

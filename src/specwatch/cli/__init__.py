@@ -1,6 +1,9 @@
 """The ``specwatch`` console script: read logs, compare results, manage baselines, history and bisection.
 
-One module per group of subcommands, each with a ``register(sub)``.
+One shape for every command: one module per group of subcommands, each with a ``register(sub)`` that adds
+them and points each at a ``_cmd_*(args)`` that reads the options and calls into the parts (for ``ab`` and
+the bisections, the plain-keyword ``command()`` of :mod:`specwatch.revisions`). :func:`dispatch` runs a
+parsed command under the error rule below (the research scripts under docs/validation use it too).
 
 The main job itself is ``pytest -m perf``; these commands work on what it leaves behind (or on
 an SGLang log). Every user-facing error is one line on stderr with the exit code of its kind
@@ -14,12 +17,12 @@ import sys
 from collections.abc import Sequence
 
 from specwatch import __version__
-from specwatch.cli import baselines, history, inspect, profiles, report, results, validation, yardstick
+from specwatch.cli import ab, baselines, bisect, history, inspect, profiles, report, results, yardstick
 from specwatch.cli.args import Parser
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, SpecwatchError
 
 #: the modules that add subcommands, in ``specwatch --help`` order
-COMMAND_MODULES = (results, baselines, history, report, profiles, validation, inspect, yardstick)
+COMMAND_MODULES = (results, baselines, history, report, profiles, inspect, yardstick, ab, bisect)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,20 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)
-    from specwatch.revisions.ab import AB
-    from specwatch.revisions.gitbisect import Bisect
-    from specwatch.revisions.patches import BisectPatches
-    from specwatch.revisions.power import ABPower
-
-    for command in (AB, ABPower, Bisect, BisectPatches):
-        p = sub.add_parser(command.name, help=command.help)
-        command.add_arguments(p)
-        p.set_defaults(func=command.run_from_args)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    """``specwatch ARGV``: the exit code."""
+    return dispatch(build_parser(), argv)
+
+
+def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command's ``func``: every user-facing error one line on stderr with
+    the exit code of its kind, never a traceback (also the driver of the research scripts under
+    docs/validation, which take the same rules)."""
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # ab and the bisections take pytest's own options, but only after --

@@ -17,8 +17,7 @@ from specwatch.errors import EXIT_OK, UsageError
 from specwatch.run.options import DEFAULTS
 
 if TYPE_CHECKING:
-    from specwatch.store.baseline import Baseline, BaselineStore
-    from specwatch.store.history_base import StoredRun
+    from specwatch.store.baseline import Baseline
 
 
 def _write_baselines(built: Sequence[tuple[Path, Baseline]], tolerance: float, extra: dict[Path, str]) -> None:
@@ -31,50 +30,10 @@ def _write_baselines(built: Sequence[tuple[Path, Baseline]], tolerance: float, e
             print(f"warning: {note}")
 
 
-def baselines_from_history(store: BaselineStore, runs: Sequence[StoredRun], machine_class: str, *,
-                           profiles: Sequence[str] = (), metrics: Sequence[str] = (),
-                           last: int | None = None) -> list[tuple[Path, Baseline, int, int]]:
-    """One baseline per profile of ``runs`` (time order): every run that measured the profile becomes one
-    recording session (its time, commit and host), the last ``last`` of them kept; partial runs and
-    results without samples are left out. ``(path, baseline, sessions, machines)`` each; nothing written.
-    """
-    from specwatch.store.baseline import Baseline, BaselineMetric
-
-    usable = [[r for r in run.results.results if r.samples and not r.extra.get("partial")
-               and (not metrics or r.metric in metrics)] for run in runs]
-    found = sorted({r.profile for results in usable for r in results})
-    if not found:
-        raise UsageError(f"the history has no complete run on machine class {machine_class} with samples"
-                         + (f" of metric {', '.join(metrics)}" if metrics else ""))
-    missing = sorted(set(profiles) - set(found))
-    if missing:
-        raise UsageError(f"the history has no complete run of profile {', '.join(missing)} on machine class "
-                         f"{machine_class}" + (f" (it has {', '.join(found)})" if found else ""))
-    out = []
-    for profile in profiles or found:
-        sessions = [(run, [r for r in results if r.profile == profile]) for run, results in zip(runs, usable,
-                                                                                               strict=True)]
-        sessions = [(run, results) for run, results in sessions if results][-(last or len(sessions)):]
-        built: dict[str, BaselineMetric] = {}
-        for run, results in sessions:
-            for r in results:
-                before = built.get(f"{r.workload}/{r.metric}")
-                built[f"{r.workload}/{r.metric}"] = BaselineMetric.from_result(
-                    r, recorded=run.time, commit=run.commit, earlier=before.sessions if before else None,
-                    keep_sessions=len(sessions), host=run.machine.get("host_id"),
-                    gpu_identity=run.machine.get("gpu_identity"))
-        latest = sessions[-1][0]
-        base = Baseline(machine_class=machine_class, profile=profile,
-                        machine={**latest.machine, "machine_class": machine_class}, commit=latest.commit,
-                        recorded=latest.time, metrics=dict(sorted(built.items())))
-        hosts = {run.machine.get("host_id") for run, _ in sessions if run.machine.get("host_id")}
-        out.append((store.path_for(machine_class, profile), base, len(sessions), len(hosts)))
-    return out
-
-
 def _update_from_history(args: argparse.Namespace) -> int:
     from specwatch.store.baseline import BaselineStore
     from specwatch.store.history import open_history
+    from specwatch.store.rebuild import baselines_from_history
 
     if args.results:
         raise UsageError("baseline update: give a results file or --from-history, not both")
@@ -172,10 +131,7 @@ def _cmd_baseline_machine_term(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
-    from specwatch.cli.validation import register_baseline_check
-
     base = sub.add_parser("baseline", help="stored baselines").add_subparsers(dest="action", required=True)
-    register_baseline_check(base)
     p = base.add_parser("update", help="record baselines from a results file, or rebuild a machine class's "
                         "from the history of its hosts")
     p.add_argument("results", nargs="?", type=existing_file, help="a results file (JSON)")

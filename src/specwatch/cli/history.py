@@ -119,7 +119,7 @@ def _cmd_history_changes(args: argparse.Namespace) -> int:
 
 
 def _cmd_history_plot(args: argparse.Namespace) -> int:
-    from specwatch.store.history import plot_series
+    from specwatch.report.plot import plot_series
 
     with _history(args) as hist:
         for path in plot_series(hist, args.out, machine_class=args.machine_class, alpha=args.alpha):

@@ -320,6 +320,31 @@ def runs_needed(
     return max(math.ceil(n), runs_to_reach_p(alpha, alternative=alternative), 2)
 
 
+# ----------------------------------------------------------------------------- recording noise
+
+
+@dataclass(frozen=True)
+class RecordingNoise:
+    """Why samples about to become a baseline would blunt later verdicts: their CV, and the runs far from
+    the rest (a transient on the machine while recording)."""
+
+    cv: float
+    outliers: list[int]  # indices of the runs more than ``outlier_mads`` robust SDs from the median
+
+
+def recording_noise(samples: Sequence[float], noisy_cv: float = 0.05,
+                    outlier_mads: float = 4.0) -> RecordingNoise | None:
+    """The noise of ``samples`` when their CV is above ``noisy_cv`` or a run lies more than ``outlier_mads``
+    MADs (scaled to an SD, 1.4826) from their median; None when they are quiet, or fewer than 3."""
+    if len(samples) < 3:
+        return None
+    med = median(samples)
+    mad = median([abs(x - med) for x in samples]) * 1.4826
+    outliers = [i for i, x in enumerate(samples) if mad > 0 and abs(x - med) > outlier_mads * mad]
+    spread = cv(samples)
+    return RecordingNoise(spread, outliers) if spread > noisy_cv or outliers else None
+
+
 # ----------------------------------------------------------------------------- summary
 
 

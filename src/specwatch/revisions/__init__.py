@@ -1,5 +1,8 @@
 """Comparing revisions of the server under test: A/B rounds, git bisect and patch bisection.
 
+Each command's logic is a plain-keyword ``command(...)`` that returns its exit code (``ab``, ``power``,
+``gitbisect``, ``patches``); its options are in :mod:`specwatch.cli.ab` and :mod:`specwatch.cli.bisect`.
+
 - ``step``: one measurement of one checkout (setup, then a pytest run in its own process group);
 - ``memo``: the memo of measured revisions (entries, results files, logs);
 - ``git``: revisions, temporary worktrees, the default memo folder;

@@ -22,7 +22,6 @@ defaults per machine class and its error rates: docs/reference/ab-and-bisect.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import uuid
@@ -35,7 +34,6 @@ from specwatch.errors import (
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_SLOWER,
-    EXIT_USAGE,
     InfraError,
     SpecwatchError,
     UsageError,
@@ -175,7 +173,7 @@ def report(outcome: Rounds, out: TextIO) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# the command
+# the command (its options: specwatch.cli.ab)
 
 
 @contextlib.contextmanager
@@ -200,90 +198,60 @@ def profile_sides(base_profile: str, head_profile: str) -> tuple[Side, Side]:
     return sides[0], sides[1]
 
 
-class AB:
-    """``specwatch ab``: two revisions (or profiles) in alternating rounds, one session, one verdict."""
-
-    name = "ab"
-    help = "A/B two revisions (or two profiles) of the server in alternating rounds; exit 1 on a regression"
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--repo", help="git work tree of the server under test (with --base/--head)")
-        parser.add_argument("--base", help="the reference revision (e.g. the merge base of a pull request)")
-        parser.add_argument("--head", help="the revision under test")
-        parser.add_argument("--base-profile", help="without git: the reference profile file")
-        parser.add_argument("--head-profile", help="without git: the profile file under test")
-        parser.add_argument("--setup", help="shell command run in each checkout before each measurement "
-                                            "({checkout} is replaced by its path)")
-        parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                            help=f"alternating rounds before the first look (default {DEFAULT_ROUNDS}: A B B A); 1 "
-                                 f"for a server too slow to boot often, with a --round-history that stands for the "
-                                 f"boot-to-boot term")
-        parser.add_argument("--max-rounds", type=int, default=None,
-                            help=f"the last look: rounds allowed while a key is still open (default "
-                                 f"max({DEFAULT_MAX_ROUNDS}, --rounds))")
-        parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                            help="smallest slowdown that counts, a fraction (default: each key's own, the smallest "
-                                 "that the rounds settle at its recorded round spread; printed)")
-        parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                            help=f"false-alarm rate of each key over all looks (default {DEFAULT_ALPHA})")
-        parser.add_argument("--spending", choices=sequential.SPENDING, default=sequential.POCOCK,
-                            help="alpha-spending function across the looks (default: %(default)s)")
-        parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
-                            help="baseline folder whose <machine-class>/round-spread.json holds earlier A/B runs' "
-                                 "round spread, pooled with this run's rounds (default: %(default)s; 'none': "
-                                 "these rounds alone)")
-        parser.add_argument("--record-rounds", action="store_true",
-                            help="add this run's per-round ratios to that round-spread file")
-        parser.add_argument("--metric", action="append", default=None,
-                            help=f"metric(s) judged (default: {', '.join(DEFAULT_METRICS)})")
-        parser.add_argument("--memo", default=None, help="memo directory (default: <git-dir>/specwatch/bisect)")
-        parser.add_argument("--python", default=None, help="interpreter that runs pytest (default: this one)")
-        parser.add_argument("--workdir", default=None, help="directory pytest runs in (default: the checkout)")
-        parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None,
-                            help="seconds allowed for the setup and for pytest, per measurement")
-        parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS",
-                            help="arguments of the measuring pytest run, after --")
-
-    @classmethod
-    def run_from_args(cls, args: argparse.Namespace, out: TextIO | None = None) -> int:
-        out = out or sys.stdout
-        rest = list(args.pytest_args)
-        if rest and rest[0] == "--":
-            rest = rest[1:]
-        elif rest:
-            print(f"specwatch ab: put pytest arguments after --: {' '.join(rest)}", file=sys.stderr)
-            return EXIT_USAGE
-        try:
-            # every setting checked before any worktree is made
-            settings_of(args.rounds, args.max_rounds, args.tolerance, args.metric, args.alpha, args.round_history,
-                        args.spending)
-            MeasureConfig.make(rest, args.setup, args.python, args.workdir, args.timeout_s)
-            if args.memo:
-                memo_root(args.memo, Path())
-            common: dict[str, Any] = dict(
-                pytest_args=rest, setup=args.setup, python=args.python, workdir=args.workdir,
-                timeout_s=args.timeout_s, rounds=args.rounds, max_rounds=args.max_rounds,
-                metrics=tuple(args.metric or DEFAULT_METRICS), tolerance=args.tolerance, alpha=args.alpha, out=out,
-                round_history=args.round_history, record_rounds=args.record_rounds, spending=args.spending)
-            if args.record_rounds and args.round_history == "none":
-                raise UsageError("--record-rounds needs a --round-history folder, not 'none'")
-            if args.base_profile or args.head_profile:
-                if args.repo or args.base or args.head or not (args.base_profile and args.head_profile):
-                    raise UsageError("give --repo/--base/--head, or both --base-profile and --head-profile")
-                base, head = profile_sides(args.base_profile, args.head_profile)
-                memo = memo_root(args.memo, Path.cwd() / ".specwatch" / "ab")
-                outcome = run_ab(base, head, memo_root=memo, **common)
-            else:
-                if not (args.repo and args.base and args.head):
-                    raise UsageError("--repo, --base and --head are required (or --base-profile/--head-profile)")
-                with revision_sides(args.repo, args.base, args.head) as (base, head, memo_default):
-                    memo = memo_root(args.memo, memo_default)
-                    outcome = run_ab(base, head, memo_root=memo, **common)
-        except SpecwatchError as exc:
-            print(f"specwatch ab: {exc}", file=sys.stderr)
-            return exc.exit_code
-        except KeyboardInterrupt:
-            print("specwatch ab: interrupted (worktrees removed; the memo keeps what was measured)", file=sys.stderr)
-            return 130
-        return report(outcome, out)
+def command(
+    *,
+    pytest_args: Sequence[str],
+    repo: str | Path | None = None,
+    base: str | None = None,
+    head: str | None = None,
+    base_profile: str | None = None,
+    head_profile: str | None = None,
+    setup: str | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    max_rounds: int | None = None,
+    tolerance: float | None = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    spending: str = sequential.POCOCK,
+    round_history: str | Path | None = DEFAULT_BASELINE_DIR,
+    record_rounds: bool = False,
+    metrics: Sequence[str] | None = None,
+    memo: str | Path | None = None,
+    python: str | None = None,
+    workdir: str | Path | None = None,
+    timeout_s: float | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """``specwatch ab``: two revisions (``repo``, ``base``, ``head``) or two profile files (``base_profile``,
+    ``head_profile``) in alternating rounds, one session, one verdict printed; the exit code (0 no regression,
+    1 regression, 6 slower, 3 unsure or a side not measured, 2 a usage error, 130 interrupted). Every setting
+    is checked before any worktree is made; an error is one line on stderr."""
+    out = out or sys.stdout
+    try:
+        settings_of(rounds, max_rounds, tolerance, metrics, alpha, round_history, spending)
+        MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
+        if memo:
+            memo_root(memo, Path())
+        common: dict[str, Any] = dict(
+            pytest_args=pytest_args, setup=setup, python=python, workdir=workdir, timeout_s=timeout_s, rounds=rounds,
+            max_rounds=max_rounds, metrics=tuple(metrics or DEFAULT_METRICS), tolerance=tolerance, alpha=alpha,
+            out=out, round_history=round_history, record_rounds=record_rounds, spending=spending)
+        if record_rounds and round_history == "none":
+            raise UsageError("--record-rounds needs a --round-history folder, not 'none'")
+        if base_profile or head_profile:
+            if repo or base or head or not (base_profile and head_profile):
+                raise UsageError("give --repo/--base/--head, or both --base-profile and --head-profile")
+            base_side, head_side = profile_sides(base_profile, head_profile)
+            outcome = run_ab(base_side, head_side, memo_root=memo_root(memo, Path.cwd() / ".specwatch" / "ab"),
+                             **common)
+        else:
+            if not (repo and base and head):
+                raise UsageError("--repo, --base and --head are required (or --base-profile/--head-profile)")
+            with revision_sides(repo, base, head) as (base_side, head_side, memo_default):
+                outcome = run_ab(base_side, head_side, memo_root=memo_root(memo, memo_default), **common)
+    except SpecwatchError as exc:
+        print(f"specwatch ab: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("specwatch ab: interrupted (worktrees removed; the memo keeps what was measured)", file=sys.stderr)
+        return 130
+    return report(outcome, out)

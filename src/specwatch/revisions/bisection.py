@@ -16,7 +16,6 @@ the entry of the revision itself (the commit, or ``prefix-<k>-<hash>``).
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -26,15 +25,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, SpecwatchError, UsageError
+from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, InfraError, SpecwatchError, UsageError
 from specwatch.judge import sequential
-from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.report.table import fmt_num
 from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
 from specwatch.revisions.rounds import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_ROUNDS,
-    DEFAULT_METRICS,
     DEFAULT_ROUNDS,
     NO_REGRESSION,
     REGRESSION,
@@ -294,55 +291,7 @@ def report(outcome: BisectOutcome, out: TextIO, describe: Mapping[str, str] | No
 
 
 # --------------------------------------------------------------------------------------------
-# the commands' shared arguments
-
-
-def common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bisect`` and ``bisect-patches`` (the pytest arguments come after --)."""
-    parser.add_argument("--repo", required=True, help="git work tree of the server under test")
-    parser.add_argument("--setup", default=None,
-                        help="shell command run in each checkout before measuring, e.g. 'pip install -e .' "
-                             "({checkout} is replaced by its path)")
-    parser.add_argument("--memo", default=None,
-                        help="memo directory (default: <git-dir>/specwatch/bisect of --repo)")
-    parser.add_argument("--python", default=None, help="interpreter that runs pytest (default: this one)")
-    parser.add_argument("--workdir", default=None,
-                        help="directory pytest runs in (default: the checkout being measured)")
-    parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None,
-                        help="seconds allowed for the setup and for pytest, per measurement (timeout: skip)")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                        help=f"alternating rounds of each step before its first look (default {DEFAULT_ROUNDS})")
-    parser.add_argument("--max-rounds", type=int, default=None,
-                        help=f"the last look of a step (default {DEFAULT_MAX_ROUNDS}); still open then: skipped, "
-                             f"never blamed")
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                        help="smallest slowdown that makes a step bad, a fraction (default: each key's own, the "
-                             "smallest that the rounds settle at its recorded round spread, as ab)")
-    parser.add_argument("--spending", choices=sequential.SPENDING, default=sequential.POCOCK,
-                        help="alpha-spending function across each step's looks (default: %(default)s)")
-    parser.add_argument("--metric", action="append", default=None,
-                        help=f"metric(s) judged, repeatable (default: {', '.join(DEFAULT_METRICS)})")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
-                        help=f"significance level of a regression (default {DEFAULT_ALPHA})")
-    parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
-                        help="baseline folder whose <machine-class>/round-spread.json (written by specwatch ab "
-                             "--record-rounds) gives the round spread pooled with each step's rounds "
-                             "(default: %(default)s; 'none': each step's rounds alone)")
-
-
-def step_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The round settings among parsed arguments, as keywords of the bisect functions."""
-    return dict(rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance, metrics=args.metric,
-                alpha=args.alpha, round_history=args.round_history, spending=args.spending)
-
-
-def split_pytest_args(rest: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(before --, after --) of the remaining arguments."""
-    items = list(rest)
-    if "--" in items:
-        i = items.index("--")
-        return items[:i], items[i + 1 :]
-    return items, []
+# running a bisection command (its options: specwatch.cli.bisect)
 
 
 def run_command(command: str, search: Callable[[TextIO], BisectOutcome], out: TextIO | None, interrupted: str,
@@ -361,9 +310,3 @@ def run_command(command: str, search: Callable[[TextIO], BisectOutcome], out: Te
         print(f"specwatch {command}: interrupted ({interrupted})", file=sys.stderr)
         return EXIT_INTERRUPTED
     return report(outcome, out, describe(outcome) if describe else None)
-
-
-def usage_error(command: str, message: str) -> int:
-    """A one-line usage error of a bisect command; its exit code."""
-    print(f"specwatch {command}: {message}", file=sys.stderr)
-    return EXIT_USAGE

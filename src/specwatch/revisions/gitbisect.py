@@ -70,15 +70,11 @@ from specwatch.revisions.bisection import (
     BisectOutcome,
     ab_step,
     check_bad_end,
-    common_arguments,
     count_session,
     progress_line,
     reusable,
     run_command,
-    split_pytest_args,
-    step_options,
     step_settings,
-    usage_error,
     warn_repo_paths,
 )
 from specwatch.revisions.memo import BAD, GOOD, MEMO_VERSION, SKIP, Memo, RevisionRun, memo_root
@@ -291,34 +287,11 @@ def _restore(top: Path, original: str, out: TextIO) -> None:
         print(f"{PREFIX} WARNING: could not restore {original}: {exc}", file=out, flush=True)
 
 
-class Bisect:
-    """``specwatch bisect``: git bisect run over commits, memoised, against the good revision."""
-
-    name = "bisect"
-    help = "find the commit that made the server under test slower (git bisect run)"
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        common_arguments(parser)
-        parser.add_argument("--good", required=True, help="a revision without the regression")
-        parser.add_argument("--bad", required=True, help="a revision with the regression")
-        parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS",
-                            help="arguments of the measuring pytest run, after --")
-
-    @staticmethod
-    def run(*, out: TextIO | None = None, **kwargs: Any) -> int:
-        """Run the bisection and print its report; a specwatch exit code (0/1/2/3)."""
-        return run_command("bisect", lambda sink: bisect_commits(out=sink, **kwargs), out,
-                           "checkout restored; the memo keeps what was measured")
-
-    @classmethod
-    def run_from_args(cls, args: argparse.Namespace) -> int:
-        before, after = split_pytest_args(args.pytest_args)
-        if before:
-            return usage_error("bisect", f"put pytest arguments after --: {' '.join(before)}")
-        return cls.run(repo=args.repo, good=args.good, bad=args.bad, pytest_args=after, setup=args.setup,
-                       memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s,
-                       **step_options(args))
+def command(*, out: TextIO | None = None, **kwargs: Any) -> int:
+    """``specwatch bisect``: git bisect run over commits, memoised, against the good revision (the keywords of
+    :func:`bisect_commits`); its report printed, a specwatch exit code (0/1/2/3)."""
+    return run_command("bisect", lambda sink: bisect_commits(out=sink, **kwargs), out,
+                       "checkout restored; the memo keeps what was measured")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

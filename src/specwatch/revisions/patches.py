@@ -11,7 +11,6 @@ cannot be measured or judged, is skipped and never blamed. Prefixes are memoised
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import subprocess
 import sys
@@ -32,15 +31,11 @@ from specwatch.revisions.bisection import (
     BisectOutcome,
     ab_step,
     check_bad_end,
-    common_arguments,
     count_session,
     progress_line,
     reusable,
     run_command,
-    split_pytest_args,
-    step_options,
     step_settings,
-    usage_error,
     warn_repo_paths,
 )
 from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun, memo_root
@@ -188,39 +183,15 @@ def _measure_prefix(
                        session=session, out=out)
 
 
-class BisectPatches:
-    """``specwatch bisect-patches``: binary search over cumulative prefixes of a patch list."""
+def command(*, out: TextIO | None = None, **kwargs: Any) -> int:
+    """``specwatch bisect-patches``: binary search over cumulative prefixes of a patch list (the keywords of
+    :func:`bisect_patches`); its report printed, a specwatch exit code (0/1/2/3)."""
 
-    name = "bisect-patches"
-    help = "find the first of an ordered list of patches that makes the server slower"
+    def describe(outcome: BisectOutcome) -> Mapping[str, str]:
+        patches = [Path(p) for p in kwargs["patches"]]
+        return {ident: _prefix_label(patches, patch_index(ident))
+                for ident in [*outcome.candidates, outcome.first_bad or "", outcome.last_good or ""]
+                if ident.startswith("prefix-")}
 
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        common_arguments(parser)
-        parser.add_argument("--base", required=True, help="the revision the patches apply to")
-        parser.add_argument("patches_and_args", nargs=argparse.REMAINDER,
-                            metavar="PATCH ... -- PYTEST-ARGS",
-                            help="patch files in order (after all options), then -- and pytest arguments")
-
-    @staticmethod
-    def run(*, out: TextIO | None = None, **kwargs: Any) -> int:
-        """Run the patch bisection and print its report; a specwatch exit code (0/1/2/3)."""
-
-        def describe(outcome: BisectOutcome) -> Mapping[str, str]:
-            patches = [Path(p) for p in kwargs["patches"]]
-            return {ident: _prefix_label(patches, patch_index(ident))
-                    for ident in [*outcome.candidates, outcome.first_bad or "", outcome.last_good or ""]
-                    if ident.startswith("prefix-")}
-
-        return run_command("bisect-patches", lambda sink: bisect_patches(out=sink, **kwargs), out,
-                           "the memo keeps what was measured", describe)
-
-    @classmethod
-    def run_from_args(cls, args: argparse.Namespace) -> int:
-        patches, pytest_args = split_pytest_args(args.patches_and_args)
-        options = [p for p in patches if p.startswith("-")]
-        if options:
-            return usage_error("bisect-patches", f"options go before the patch files: {' '.join(options)}")
-        return cls.run(repo=args.repo, base=args.base, patches=patches, pytest_args=pytest_args,
-                       setup=args.setup, memo=args.memo, python=args.python, workdir=args.workdir,
-                       timeout_s=args.timeout_s, **step_options(args))
+    return run_command("bisect-patches", lambda sink: bisect_patches(out=sink, **kwargs), out,
+                       "the memo keeps what was measured", describe)

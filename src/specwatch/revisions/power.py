@@ -17,9 +17,9 @@ machine's real round noise, heavy tails and all, rather than on a model of it.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -109,91 +109,71 @@ def row(r: Operating, out: TextIO, seconds_per_round: float | None = None) -> No
           file=out, flush=True)
 
 
-class ABPower:
-    """``specwatch ab-power``: the operating characteristic of ``specwatch ab`` on a machine class."""
-
-    name = "ab-power"
-    help = ("simulate specwatch ab verdicts at a machine class's recorded round spread (or replay its recorded "
-            "rounds): how often a given slowdown is flagged, and how often a healthy head is")
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--machine-class", required=True, help="e.g. h200x1 (its round-spread.json is read)")
-        parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
-                            help="baseline folder holding <machine-class>/round-spread.json (default: %(default)s; "
-                                 "'none': the default round spread)")
-        parser.add_argument("--metric", default="decode_tok_s", help="metric whose round spread is used, pooled "
-                                                                     "over its keys (default: %(default)s)")
-        parser.add_argument("--key", default=None, help="a result key, e.g. large-eagle3-tuned/single-stream/"
-                                                        "decode_tok_s: its own round spread, as ab plans it")
-        parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds before the first look (as ab)")
-        parser.add_argument("--max-rounds", type=int, default=None,
-                            help=f"the last look (default max({DEFAULT_MAX_ROUNDS}, --rounds), as ab)")
-        parser.add_argument("--tolerance", type=float, default=None,
-                            help="as ab's (default: the smallest the design settles at the round spread, as ab)")
-        parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="as ab's (default %(default)s)")
-        parser.add_argument("--spending", choices=sequential.SPENDING, default=sequential.POCOCK,
-                            help="as ab's (default: %(default)s)")
-        parser.add_argument("--change", type=float, action="append", default=None,
-                            help="true slowdown to simulate, a fraction (repeatable; default 0, 0.01, 0.02, 0.03, "
-                                 "0.05)")
-        parser.add_argument("--true-spread", type=float, default=None,
-                            help="round spread the rounds are drawn at (default: the recorded one)")
-        parser.add_argument("--replay", action="store_true",
-                            help="draw rounds from the recorded rounds themselves (each run's around its own mean) "
-                                 "instead of a lognormal")
-        parser.add_argument("--trials", type=int, default=4000, help="verdicts simulated per change")
-        parser.add_argument("--seed", type=int, default=0, help="of the simulation's random draws (>= 0)")
-        parser.add_argument("--seconds-per-round", type=float, default=None,
-                            help="wall time of one round (both sides), to print each verdict's mean wall time")
-
-    @classmethod
-    def run_from_args(cls, args: argparse.Namespace, out: TextIO | None = None) -> int:
-        out = out or sys.stdout
-        try:
-            if args.seconds_per_round is not None and not args.seconds_per_round > 0:
-                raise UsageError(f"--seconds-per-round must be positive, got {args.seconds_per_round:g}")
-            if args.seed < 0:
-                raise UsageError(f"--seed must be 0 or more, got {args.seed}")
-            if args.replay and args.true_spread is not None:
-                raise UsageError("--replay draws the recorded rounds: give it or --true-spread, not both")
-            max_rounds = max(DEFAULT_MAX_ROUNDS, args.rounds) if args.max_rounds is None else args.max_rounds
-            history = None if args.round_history == "none" else args.round_history
-            settings = RoundSettings.make(args.rounds, max_rounds, args.tolerance, (args.metric,), args.alpha, history,
-                                          args.spending)
-            key = args.key or f"<any key>/{args.metric}"
-            spread = RoundSpread.for_class(history, args.machine_class) if history is not None else None
-            changes = args.change or DEFAULT_CHANGES
-            for c in changes:  # cheap checks first: a plan costs a simulation
-                if not 0 <= c < 1:
-                    raise UsageError(f"--change must be in [0, 1) (a slowdown as a fraction), got {c:g}")
-            if args.true_spread is not None and not 0 < args.true_spread <= MAX_SPREAD:
-                raise UsageError(f"--true-spread must be a positive fraction up to {MAX_SPREAD:g}, "
-                                 f"got {args.true_spread:g}")
-            if not 1 <= args.trials <= MAX_TRIALS:
-                raise UsageError(f"--trials must be 1-{MAX_TRIALS}, got {args.trials}")
-            plan = plan_key(args.key or args.metric, spread, settings.design, settings.tolerance)
-            pool = None
-            if args.replay:
-                pool = spread.residuals(args.key or args.metric) if spread is not None and plan.recorded else []
-                if not pool:
-                    raise UsageError(f"--replay needs recorded rounds of {args.key or args.metric} on "
-                                     f"{args.machine_class}; none are recorded")
-                drawn = f"from {len(pool)} recorded rounds of {plan.source} (a replay)"
-            else:
-                at = args.true_spread if args.true_spread is not None else plan.prior.spread
-                drawn = f"lognormal at a round spread of {at:.2%}"
-            for c in changes:
-                check_inputs(settings, plan, c, args.true_spread, args.trials)
-        except SpecwatchError as exc:
-            print(f"specwatch ab-power: {exc}", file=sys.stderr)
-            return exc.exit_code
-        header(settings, plan, key, drawn, args.trials, out, args.seconds_per_round)
-        for c in changes:  # each row as soon as it is simulated
-            row(simulate(settings, plan, c, args.true_spread, args.trials, args.seed, pool), out,
-                args.seconds_per_round)
-        return EXIT_OK
+def command(
+    *,
+    machine_class: str,
+    round_history: str = DEFAULT_BASELINE_DIR,
+    metric: str = "decode_tok_s",
+    key: str | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    max_rounds: int | None = None,
+    tolerance: float | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    spending: str = sequential.POCOCK,
+    changes: Sequence[float] | None = None,
+    true_spread: float | None = None,
+    replay: bool = False,
+    trials: int = 4000,
+    seed: int = 0,
+    seconds_per_round: float | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """``specwatch ab-power``: the operating characteristic of ``specwatch ab`` on ``machine_class``, one row per
+    true change (``changes``, default :data:`DEFAULT_CHANGES`) printed as soon as it is simulated; the exit
+    code (0, or 2 with one line on stderr when an input is invalid). ``round_history`` 'none': the default
+    round spread."""
+    out = out or sys.stdout
+    try:
+        if seconds_per_round is not None and not seconds_per_round > 0:
+            raise UsageError(f"--seconds-per-round must be positive, got {seconds_per_round:g}")
+        if seed < 0:
+            raise UsageError(f"--seed must be 0 or more, got {seed}")
+        if replay and true_spread is not None:
+            raise UsageError("--replay draws the recorded rounds: give it or --true-spread, not both")
+        max_rounds = max(DEFAULT_MAX_ROUNDS, rounds) if max_rounds is None else max_rounds
+        history = None if round_history == "none" else round_history
+        settings = RoundSettings.make(rounds, max_rounds, tolerance, (metric,), alpha, history, spending)
+        label = key or f"<any key>/{metric}"
+        spread = RoundSpread.for_class(history, machine_class) if history is not None else None
+        changes = tuple(changes or DEFAULT_CHANGES)
+        for c in changes:  # cheap checks first: a plan costs a simulation
+            if not 0 <= c < 1:
+                raise UsageError(f"--change must be in [0, 1) (a slowdown as a fraction), got {c:g}")
+        if true_spread is not None and not 0 < true_spread <= MAX_SPREAD:
+            raise UsageError(f"--true-spread must be a positive fraction up to {MAX_SPREAD:g}, got {true_spread:g}")
+        if not 1 <= trials <= MAX_TRIALS:
+            raise UsageError(f"--trials must be 1-{MAX_TRIALS}, got {trials}")
+        plan = plan_key(key or metric, spread, settings.design, settings.tolerance)
+        pool = None
+        if replay:
+            pool = spread.residuals(key or metric) if spread is not None and plan.recorded else []
+            if not pool:
+                raise UsageError(f"--replay needs recorded rounds of {key or metric} on {machine_class}; none are "
+                                 f"recorded")
+            drawn = f"from {len(pool)} recorded rounds of {plan.source} (a replay)"
+        else:
+            at = true_spread if true_spread is not None else plan.prior.spread
+            drawn = f"lognormal at a round spread of {at:.2%}"
+        for c in changes:
+            check_inputs(settings, plan, c, true_spread, trials)
+    except SpecwatchError as exc:
+        print(f"specwatch ab-power: {exc}", file=sys.stderr)
+        return exc.exit_code
+    header(settings, plan, label, drawn, trials, out, seconds_per_round)
+    for c in changes:  # each row as soon as it is simulated
+        row(simulate(settings, plan, c, true_spread, trials, seed, pool), out, seconds_per_round)
+    return EXIT_OK
 
 
-__all__ = ["DEFAULT_CHANGES", "MAX_SPREAD", "MAX_TRIALS", "ABPower", "Operating", "check_inputs", "header", "row",
+__all__ = ["DEFAULT_CHANGES", "MAX_SPREAD", "MAX_TRIALS", "Operating", "check_inputs", "command", "header", "row",
            "simulate"]

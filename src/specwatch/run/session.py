@@ -268,11 +268,13 @@ class Session:
 
     def fingerprint(self) -> dict[str, Any]:
         """This machine's fingerprint with the engines under test, their version and commit (engine_identity)."""
+        from specwatch.server.gpu import gpu_report
         from specwatch.store.machine import engine_identity, fingerprint
 
         servers = self.profiles.servers
         if self._fingerprint is None:
-            self._fingerprint = fingerprint(engine="+".join(sorted({p.engine for p in servers.values()})))
+            self._fingerprint = fingerprint(engine="+".join(sorted({p.engine for p in servers.values()})),
+                                            gpus=gpu_report())
             self._fingerprint.update({"machine_class": self.config.machine_class} if self.config.machine_class else {})
         local = [] if self.config.server_url else [(p.engine, p.interpreter()) for p in servers.values()]
         served = [(servers[m.profile].engine, m.server_info_after) for m in self.measurements.values()

@@ -258,19 +258,14 @@ def loaded_host(rs: ResultSet) -> list[str]:
 
 def baseline_quality(rs: ResultSet, noisy_cv: float = 0.05, outlier_mads: float = 4.0) -> list[str]:
     """Warnings for throughput samples about to become a baseline that would blunt every later verdict:
-    a high run-to-run spread, or runs far from the rest (a transient on the machine while recording)."""
-    from specwatch.judge import stats
+    a high run-to-run spread, or runs far from the rest (:func:`specwatch.judge.stats.recording_noise`)."""
+    from specwatch.judge.stats import recording_noise
 
     out = []
     for r in rs.results:
-        if not r.metric.endswith("tok_s") or len(r.samples) < 3:
-            continue
-        med = stats.median(r.samples)
-        mad = stats.median([abs(x - med) for x in r.samples]) * 1.4826
-        outliers = [i for i, x in enumerate(r.samples) if mad > 0 and abs(x - med) > outlier_mads * mad]
-        cv = stats.cv(r.samples)
-        if cv > noisy_cv or outliers:
-            why = f"cv {cv:.1%}" + (f", runs {outliers} are outliers" if outliers else "")
+        noise = recording_noise(r.samples, noisy_cv, outlier_mads) if r.metric.endswith("tok_s") else None
+        if noise is not None:
+            why = f"cv {noise.cv:.1%}" + (f", runs {noise.outliers} are outliers" if noise.outliers else "")
             out.append(f"baseline {r.key} is noisy ({why}): later drift verdicts can only see changes above "
                        f"that; re-record on a quiet machine or with more runs (--specwatch-runs 20)")
     return out

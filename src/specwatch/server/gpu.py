@@ -1,4 +1,5 @@
-"""GPU discovery and disjoint GPU sets for pytest-xdist workers."""
+"""GPU discovery: what nvidia-smi says of this host's GPUs (the machine fingerprint's facts), and disjoint
+GPU sets for pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -6,10 +7,57 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from specwatch.errors import UsageError
 from specwatch.signals.devices import select_visible, visible_devices
+from specwatch.signals.nvidiasmi import (
+    GpuReport,
+    parse_cuda_version,
+    parse_gpu_query,
+    parse_serial_bus,
+    parse_topology,
+)
+
+#: runs a command: its stdout, or None when it is missing, fails or hangs
+Runner = Callable[[list[str]], "str | None"]
+
+
+def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
+    """stdout of a command, or None when it is missing, fails or hangs."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def gpu_report(runner: Runner = run_command, env: Mapping[str, str] | None = None) -> GpuReport:
+    """What nvidia-smi says of the GPUs this process may use: with ``CUDA_VISIBLE_DEVICES`` set (``env``,
+    default the process's), only the GPUs it names; the empty report without nvidia-smi or GPUs. The
+    links between GPUs are asked for only when two or more count."""
+    gpus = parse_gpu_query(runner(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]))
+    if not gpus:
+        return GpuReport()
+    visible = visible_devices(os.environ if env is None else env)
+    uuids = [ln.strip() for ln in (runner(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"])
+                                   or "").splitlines() if ln.strip()]
+    uuids = uuids if len(uuids) == len(gpus) else []
+    where = parse_serial_bus(runner(["nvidia-smi", "--query-gpu=serial,pci.bus_id", "--format=csv,noheader"]))
+    where = where if len(where) == len(gpus) else []
+    keep: list[int] | None = None
+    if visible is not None:
+        keep = select_visible(uuids or [""] * len(gpus), visible)
+        if keep is not None:
+            gpus = [gpus[i] for i in keep]
+            uuids = [uuids[i] for i in keep] if uuids else []
+            where = [where[i] for i in keep] if where else []
+    if not gpus:  # CUDA_VISIBLE_DEVICES names none of them: the servers get no GPU
+        return GpuReport()
+    cuda = parse_cuda_version(runner(["nvidia-smi", "--version"])) or parse_cuda_version(runner(["nvidia-smi"]))
+    topo = parse_topology(runner(["nvidia-smi", "topo", "-m"]), only=keep) if len(gpus) > 1 else None
+    return GpuReport(tuple(gpus), tuple(uuids), tuple(where), cuda, topo["interconnect"] if topo else "none",
+                     dict(topo["links"]) if topo else {})
 
 
 def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int]:

@@ -1,5 +1,6 @@
 """What a server shows from outside, parsed: SGLang log lines, Prometheus text, NCCL debug lines,
-process trees, their environments and CPU time, the probe's records, ``CUDA_VISIBLE_DEVICES``. Imports nothing
+process trees, their environments and CPU time, the probe's records, ``CUDA_VISIBLE_DEVICES``, what
+``nvidia-smi`` prints. Imports nothing
 else of specwatch but ``specwatch.errors``.
 """
 
@@ -8,6 +9,7 @@ __all__ = [
     "devices",
     "logscan",
     "ncclenv",
+    "nvidiasmi",
     "probe",
     "proccpu",
     "procenv",

@@ -1,5 +1,5 @@
 """What outlives a run: results files, baselines, history (SQLite or PostgreSQL), the machine
-fingerprint, recorded sessions, and the one atomic writer.
+fingerprint, recorded sessions, baselines rebuilt from the history, and the one atomic writer.
 """
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "history_sqlite",
     "machine",
     "machineterm",
+    "rebuild",
     "result",
     "roundspread",
     "sessions",

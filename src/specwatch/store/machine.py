@@ -1,7 +1,9 @@
 """Machine fingerprint: what a throughput number depends on, and a stable machine-class slug.
 
-Everything degrades gracefully: no ``nvidia-smi`` means a CPU machine, no torch means no torch or
-NCCL versions. torch is imported only when asked for and installed (it takes seconds to import).
+Built from given facts: what nvidia-smi says of the GPUs comes in as a :class:`GpuReport` (asked by
+:func:`specwatch.server.gpu.gpu_report`). Everything degrades gracefully: no GPU report means a CPU
+machine, no torch means no torch or NCCL versions. torch is imported only when asked for and installed (it
+takes seconds to import).
 """
 
 from __future__ import annotations
@@ -15,16 +17,14 @@ import platform
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from specwatch.signals.devices import select_visible, visible_devices
+from specwatch.signals.nvidiasmi import GpuReport
 
 Runner = Callable[[list[str]], "str | None"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_PCIE_KINDS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # Keys compared by diff_fingerprints in this order first; anything else follows sorted.
 _ORDER = (
     "machine_class", "gpu_model", "gpu_count", "interconnect", "driver", "cuda", "torch", "nccl",
@@ -65,67 +65,6 @@ def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def parse_gpu_query(text: str | None) -> list[tuple[str, str]]:
-    """Rows of ``nvidia-smi --query-gpu=name,driver_version --format=csv,noheader``."""
-    rows = []
-    for line in (text or "").splitlines():
-        parts = [p.strip() for p in line.rsplit(",", 1)]
-        if len(parts) == 2 and parts[0]:
-            rows.append((parts[0], parts[1]))
-    return rows
-
-
-def parse_cuda_version(text: str | None) -> str | None:
-    """CUDA version from ``nvidia-smi`` or ``nvidia-smi --version`` output."""
-    m = re.search(r"CUDA Version\s*:?\s*([0-9][0-9.]*)", text or "")
-    return m.group(1) if m else None
-
-
-def parse_topology(text: str | None, only: Collection[int] | None = None) -> dict[str, Any]:
-    """Summarise ``nvidia-smi topo -m``: link kinds between GPU pairs and one interconnect word.
-
-    Returns ``{"links": {"NV18": 1}, "interconnect": "nvlink" | "pcie" | "mixed" | "none"}``;
-    ``"pcie"`` covers PIX/PXB/PHB/NODE/SYS (``"sys"`` in ``"worst"`` when a pair crosses NUMA).
-    ``only``: count the pairs among these GPU indices alone (the visible ones).
-    """
-    lines = [_ANSI.sub("", ln).rstrip("\n") for ln in (text or "").splitlines()]
-    rows = [[c.strip() for c in ln.split("\t")] for ln in lines]
-    cols = next((r for r in rows if len(r) > 1 and r[0] == "" and "GPU0" in r), None)
-    if cols is None:
-        return {"links": {}, "interconnect": "none", "worst": None}
-    gpu_cols = {i: c for i, c in enumerate(cols) if re.fullmatch(r"GPU\d+", c)}
-    links: Counter[str] = Counter()
-    for cells in rows:
-        if not re.fullmatch(r"GPU\d+", cells[0]):
-            continue
-        me = int(cells[0][3:])
-        if only is not None and me not in only:
-            continue
-        for i, name in gpu_cols.items():
-            # Header cell 0 is empty and row cell 0 is the row label, so indices line up.
-            other = int(name[3:])
-            if other <= me or i >= len(cells) or (only is not None and other not in only):
-                continue
-            links[cells[i]] += 1
-    if not links:
-        return {"links": {}, "interconnect": "none", "worst": None}
-    nv = sum(v for k, v in links.items() if k.startswith("NV"))
-    if nv == sum(links.values()):
-        kind = "nvlink"
-    elif nv:
-        kind = "mixed"
-    else:
-        kind = "pcie"
-    worst = None
-    for k in reversed(_PCIE_KINDS):
-        if k in links:
-            worst = k
-            break
-    if worst is None:
-        worst = min(links, key=lambda k: int(k[2:]) if k[2:].isdigit() else 0)
-    return {"links": dict(sorted(links.items())), "interconnect": kind, "worst": worst}
-
-
 def _machine_id() -> str:
     for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
         try:
@@ -135,16 +74,6 @@ def _machine_id() -> str:
         if text:
             return text
     return platform.node()
-
-
-def parse_serial_bus(text: str | None) -> list[tuple[str | None, str | None]]:
-    """Rows of ``nvidia-smi --query-gpu=serial,pci.bus_id --format=csv,noheader``; "[N/A]" reads None."""
-    def value(cell: str) -> str | None:
-        cell = cell.strip()
-        return None if not cell or cell.startswith("[") or cell.upper() == "N/A" else cell
-
-    rows = [line.split(",") for line in (text or "").splitlines() if line.strip()]
-    return [(value(r[0]), value(r[1])) for r in rows if len(r) == 2]
 
 
 def gpu_identity(uuids: list[str], where: list[tuple[str | None, str | None]], *, gpus: int) -> dict[str, Any]:
@@ -254,38 +183,23 @@ def fingerprint(
     engine_version: str | None = None,
     *,
     engine_commit: str | None = None,
-    runner: Runner = run_command,
+    gpus: GpuReport | None = None,
     with_torch: bool = True,
-    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Fingerprint of this machine (plus the engine fields the caller fills: :func:`engine_identity`),
     with machine_class.
 
-    With ``CUDA_VISIBLE_DEVICES`` set (``env``, default the process's), only the GPUs it names
-    count: one GPU of a two-GPU host is an "h200x1" machine, as the servers booted here see it.
+    ``gpus``: what nvidia-smi says of the GPUs this process may use (:func:`specwatch.server.gpu.gpu_report`
+    asks it; None: no GPU, a CPU machine). Only those count: one GPU of a two-GPU host is an "h200x1"
+    machine, as the servers booted here see it.
     """
-    gpus = parse_gpu_query(runner(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]))
-    visible = visible_devices(os.environ if env is None else env)
-    keep: list[int] | None = None
-    uuids: list[str] = []
-    where: list[tuple[str | None, str | None]] = []  # (serial, PCI bus id) per GPU
-    if gpus:
-        uuids = [ln.strip() for ln in (runner(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"])
-                                       or "").splitlines() if ln.strip()]
-        uuids = uuids if len(uuids) == len(gpus) else []
-        where = parse_serial_bus(runner(["nvidia-smi", "--query-gpu=serial,pci.bus_id", "--format=csv,noheader"]))
-        where = where if len(where) == len(gpus) else []
-    if visible is not None and gpus:
-        keep = select_visible(uuids or [""] * len(gpus), visible)
-        if keep is not None:
-            gpus = [gpus[i] for i in keep]
-            uuids = [uuids[i] for i in keep] if uuids else []
-            where = [where[i] for i in keep] if where else []
+    report = gpus if gpus is not None else GpuReport()
+    gpu_rows, uuids, where = list(report.gpus), list(report.uuids), list(report.where)
     fp: dict[str, Any] = {
         "gpu_model": None,
-        "gpu_count": len(gpus),
-        "gpu_names": [g[0] for g in gpus],
-        "driver": gpus[0][1] if gpus else None,
+        "gpu_count": len(gpu_rows),
+        "gpu_names": [g[0] for g in gpu_rows],
+        "driver": gpu_rows[0][1] if gpu_rows else None,
         "cuda": None,
         "interconnect": "none",
         "topology": {},
@@ -297,19 +211,16 @@ def fingerprint(
         "engine_version": engine_version,
         "engine_commit": engine_commit,
         "host_id": host_id(uuids),
-        "gpu_identity": gpu_identity(uuids, where, gpus=len(gpus)),
+        "gpu_identity": gpu_identity(uuids, where, gpus=len(gpu_rows)),
     }
-    if gpus:
-        names = Counter(g[0] for g in gpus)
+    if gpu_rows:
+        names = Counter(g[0] for g in gpu_rows)
         fp["gpu_model"] = " + ".join(sorted(names))
-        fp["cuda"] = parse_cuda_version(runner(["nvidia-smi", "--version"])) or parse_cuda_version(
-            runner(["nvidia-smi"])
-        )
-        if len(gpus) > 1:
-            topo = parse_topology(runner(["nvidia-smi", "topo", "-m"]), only=keep)
-            fp["interconnect"] = topo["interconnect"]
-            fp["topology"] = topo["links"]
-    tinfo = _torch_info(bool(gpus)) if with_torch else {"torch": None, "torch_cuda": None, "nccl": None}
+        fp["cuda"] = report.cuda
+        if len(gpu_rows) > 1:
+            fp["interconnect"] = report.interconnect
+            fp["topology"] = dict(report.links)
+    tinfo = _torch_info(bool(gpu_rows)) if with_torch else {"torch": None, "torch_cuda": None, "nccl": None}
     fp["torch"] = tinfo["torch"]
     fp["nccl"] = tinfo["nccl"]
     if fp["cuda"] is None:
@@ -437,10 +348,6 @@ __all__ = [
     "host_id",
     "machine_class",
     "package_info",
-    "parse_cuda_version",
-    "parse_gpu_query",
-    "parse_serial_bus",
-    "parse_topology",
     "run_command",
     "run_machine",
     "session_machine",

@@ -1,4 +1,4 @@
-"""Peer detectors beside the drift gate in ``specwatch baseline check --leave-one-machine-out``.
+"""Peer detectors beside the drift gate in ``python docs/validation/baseline_check.py --leave-one-machine-out``.
 
 Each is run through its own project's code on the same data, and judges a held-out session against the
 reference sessions (:data:`specwatch.judge.replay.Detector`); each answers "flagged as slower":

@@ -1,10 +1,10 @@
-"""``specwatch baseline check BASELINE --leave-one-machine-out``: the drift gate beside its peers.
+"""``python docs/validation/baseline_check.py BASELINE --leave-one-machine-out``: the drift gate beside its peers.
 
 Each recorded session is held out with every other session of its machine (a lease, when the sessions
 record no GPU identity: :func:`specwatch.store.baseline.session_machine`) and judged against the
 sessions of the other machines, as recorded (a false alarm when flagged) and with its samples 2, 4, 6
 and 8% slower (:func:`specwatch.judge.replay.leave_one_machine_out`), by the drift gate and by the peers
-of :mod:`specwatch.cli.peers`, each through its own code. The last lines say what the sessions' variance
+of peers.py, each through its own code. The last lines say what the sessions' variance
 components allow any detector on a new machine (:func:`specwatch.judge.variance.best_detection`).
 """
 
@@ -26,11 +26,12 @@ def _cell(k: int, n: int) -> str:
 
 def leave_one_machine_out(args: argparse.Namespace, chosen: Sequence[Any]) -> int:
     """Print the table per metric of ``chosen`` (:class:`specwatch.store.sessions.KeySessions`)."""
-    from specwatch.cli.peers import LABELS, NAMES, detector
+    from peers import LABELS, NAMES, detector
+
     from specwatch.judge import replay, variance
 
     slow, share, alarms, of = TARGET
-    print(f"specwatch baseline check {args.baseline} --leave-one-machine-out: each session against the sessions "
+    print(f"baseline_check.py {args.baseline} --leave-one-machine-out: each session against the sessions "
           f"of the other machines, as recorded and slowed by 2, 4, 6 and 8% (target, issue 23: {slow:.0%} "
           f"flagged in >= {share:.0%} with <= {alarms} false alarm in {of})", flush=True)
     done = 0
