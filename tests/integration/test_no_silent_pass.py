@@ -41,13 +41,13 @@ specwatch_machine_class = "ci-cpu"
 
 USER_TEST = """
 import pytest
-from specwatch.run import gates
+from specwatch.run import gatekeeper
 
 pytestmark = pytest.mark.perf
 
 
 def test_my_own_drift_check(specwatch_session):
-    outcome = gates.drift(specwatch_session, "plain", metric="decode_tok_s")
+    outcome = gatekeeper.drift(specwatch_session, "plain", metric="decode_tok_s")
     assert not outcome.failed, outcome.message
 """
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from specwatch.judge.verdict import Verdict
-from specwatch.run import gates
+from specwatch.run import gatekeeper
 from specwatch.run.session import Session
 
 pytestmark = pytest.mark.perf
@@ -16,9 +16,9 @@ Enforce = Callable[[Verdict], None]
 
 def test_speculation_beats_baseline(specwatch_session: Session, enforce: Enforce) -> None:
     """EAGLE at 60 tok/s against a baseline of 82 fails here, with accept length and break-even."""
-    enforce(gates.speculation_beats_baseline(specwatch_session))
+    enforce(gatekeeper.speculation_beats_baseline(specwatch_session))
 
 
 def test_tuned_not_worse_than_untuned(specwatch_session: Session, enforce: Enforce) -> None:
     """Tuning must not hurt; a tuning with no measurable effect is reported as such, not as a win."""
-    enforce(gates.tuned_vs_untuned(specwatch_session))
+    enforce(gatekeeper.tuned_vs_untuned(specwatch_session))

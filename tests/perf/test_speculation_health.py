@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from specwatch.judge.verdict import Verdict
-from specwatch.run import specgates
+from specwatch.run import gatekeeper
 from specwatch.run.session import Session
 
 pytestmark = pytest.mark.perf
@@ -23,10 +23,10 @@ Enforce = Callable[[Verdict], None]
 def test_accept_length_against_baseline(specwatch_session: Session, profile_name: str, enforce: Enforce) -> None:
     """Every greedy prompt takes its recorded verify count (a changed one is named, with the first output token
     where acceptance diverged and the cause that fits); the aggregate accept length has not drifted."""
-    enforce(specgates.accept_length_vs_baseline(specwatch_session, profile_name))
+    enforce(gatekeeper.accept_length_vs_baseline(specwatch_session, profile_name))
 
 
 def test_cycle_cost_against_baseline(specwatch_session: Session, profile_name: str, enforce: Enforce) -> None:
     """The time per draft+verify cycle (a plain server: per decode step), over busy time only, and the
     break-even against the plain server's step have not regressed: an eager verify fails here."""
-    enforce(specgates.cycle_cost_vs_baseline(specwatch_session, profile_name))
+    enforce(gatekeeper.cycle_cost_vs_baseline(specwatch_session, profile_name))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from specwatch.judge.verdict import Verdict
-from specwatch.run import gates
+from specwatch.run import gatekeeper
 from specwatch.run.session import Session
 
 pytestmark = pytest.mark.perf
@@ -22,4 +22,4 @@ Enforce = Callable[[Verdict], None]
 
 def test_speculation_by_load_level(specwatch_session: Session, enforce: Enforce) -> None:
     """Per level: spec vs baseline output throughput (spec_margin), p99 TTFT/ITL/TPOT/e2e; the crossover."""
-    enforce(gates.speculation_by_level(specwatch_session))
+    enforce(gatekeeper.speculation_by_level(specwatch_session))

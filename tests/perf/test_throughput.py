@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from specwatch.judge.verdict import Verdict
-from specwatch.run import gates
+from specwatch.run import gatekeeper
 from specwatch.run.session import Session
 
 pytestmark = pytest.mark.perf
@@ -16,7 +16,7 @@ Enforce = Callable[[Verdict], None]
 
 def test_throughput_floor(specwatch_session: Session, profile_name: str, enforce: Enforce) -> None:
     """Each profile's single-stream median tok/s is at least its floor_tok_s."""
-    enforce(gates.floor(specwatch_session, profile_name))
+    enforce(gatekeeper.floor(specwatch_session, profile_name))
 
 
 @pytest.mark.parametrize("metric", ["output_tok_s", "decode_tok_s"])
@@ -25,4 +25,4 @@ def test_no_drift_against_baseline(
 ) -> None:
     """Single-stream tok/s (end to end, and decode only) has not regressed against the stored baseline
     (a regression is a change beyond the tolerance AND significant at p < alpha)."""
-    enforce(gates.drift(specwatch_session, profile_name, metric=metric))
+    enforce(gatekeeper.drift(specwatch_session, profile_name, metric=metric))

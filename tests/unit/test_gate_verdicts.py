@@ -9,7 +9,7 @@ from specwatch.judge.verdict import Status, Verdict
 from specwatch.load.client import Generation
 from specwatch.load.measure import Measurement, RunSample
 from specwatch.load.workload import Workload
-from specwatch.run import gates
+from specwatch.run import gatekeeper, gates
 from specwatch.signals.logscan import DecodeRecord
 
 
@@ -65,10 +65,10 @@ def test_a_gate_that_cannot_judge_skips_with_its_name_and_no_rows() -> None:
     from specwatch.run.session import Session
 
     session = Session(Config(), progress=lambda m: None, _profiles=parse_profiles({"server": [{"name": "a"}]}))
-    floor = gates.floor(session, "a")
+    floor = gatekeeper.floor(session, "a")
     assert (floor.name, floor.status, floor.profile) == (gates.FLOOR, Status.SKIP, "a")
     assert floor.message == "profile a sets no floor_tok_s"
-    pair = gates.speculation_beats_baseline(session)
+    pair = gatekeeper.speculation_beats_baseline(session)
     assert pair.skipped and pair.name == gates.SPEC_VS_BASELINE and "no spec and baseline" in pair.message
     assert session.verdict_rows == []
 
@@ -78,8 +78,9 @@ def test_drift_refuses_a_baseline_of_another_dataset(recorded: dict, now: str | 
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A run on a dataset is not judged against a baseline of synthetic prompts, nor the other way round."""
     from specwatch.profiles.loading import parse_profiles
+    from specwatch.run.evidence import Reference
     from specwatch.run.options import Config
-    from specwatch.run.session import Reference, Session
+    from specwatch.run.session import Session
 
     session = Session(Config(), progress=lambda m: None, _profiles=parse_profiles({"server": [{"name": "a"}]}))
     m = _measurement([], [{}])
@@ -89,5 +90,5 @@ def test_drift_refuses_a_baseline_of_another_dataset(recorded: dict, now: str | 
     if recorded:
         extra["dataset"] = recorded
     monkeypatch.setattr(session, "reference_samples", lambda *a: Reference([80.0] * 5, "baseline b.json", [], extra))
-    verdict = gates.drift(session, "a")
+    verdict = gatekeeper.drift(session, "a")
     assert verdict.skipped and "recorded with dataset=" in verdict.message and "not comparable" in verdict.message

@@ -14,7 +14,7 @@ from specwatch.judge.levels import LEVEL_METRICS, RequestTiming, crossover, cros
 from specwatch.load.measure import Measurement, RunSample
 from specwatch.load.workload import resolve
 from specwatch.profiles.loading import parse_profiles
-from specwatch.run import gates
+from specwatch.run import gatekeeper
 from specwatch.run.record import RunRecord
 from specwatch.run.summary import annotate_results, results_of, summary_lines, table_rows
 
@@ -106,7 +106,7 @@ def _session(gate_table: dict[str, Any]) -> SimpleNamespace:
 
 def test_the_sweep_gate_judges_every_level_and_finds_the_crossover() -> None:
     session = _session({})
-    verdict = gates.speculation_by_level(session)
+    verdict = gatekeeper.speculation_by_level(session)
     assert verdict.passed, verdict.message  # not gated: reported only
     level_rows = [r for r in verdict.rows if "sweep" in r.extra]
     assert [r.extra["sweep"]["verdict"] for r in level_rows] == ["pass", "pass", "no_effect"]
@@ -130,21 +130,21 @@ def test_an_interleaved_sweep_measures_each_level_as_a_pair() -> None:
         return single(first, workload), single(second, workload)
 
     session.measure_pair = measure_pair
-    verdict = gates.speculation_by_level(session)
+    verdict = gatekeeper.speculation_by_level(session)
     assert pairs == [("base", "spec", level) for level in ("concurrency-1", "concurrency-4", "concurrency-16")]
     assert [r.extra["sweep"]["verdict"] for r in verdict.rows if "sweep" in r.extra] == ["pass", "pass", "no_effect"]
 
 
 def test_the_crossover_gate_fails_below_its_minimum() -> None:
-    assert gates.speculation_by_level(_session({"min_crossover_concurrency": 16})).passed
+    assert gatekeeper.speculation_by_level(_session({"min_crossover_concurrency": 16})).passed
     SPEEDS["concurrency-16"] = (600.0, 300.0)
     try:
-        never = gates.speculation_by_level(_session({"min_crossover_concurrency": 32}))
+        never = gatekeeper.speculation_by_level(_session({"min_crossover_concurrency": 32}))
     finally:
         SPEEDS["concurrency-16"] = (300.0, 300.0)
     assert never.passed and never.rows[-1].median == math.inf and never.rows[-1].verdict == "pass"
     assert "no crossover up to 16" in never.message
-    failed = gates.speculation_by_level(_session({"min_crossover_concurrency": 32}))
+    failed = gatekeeper.speculation_by_level(_session({"min_crossover_concurrency": 32}))
     assert failed.failed and "min_crossover_concurrency = 32: fail" in failed.message
     assert failed.rows[-1].verdict == "fail"
 
@@ -152,13 +152,13 @@ def test_the_crossover_gate_fails_below_its_minimum() -> None:
 def test_without_levels_the_sweep_skips_saying_how_to_ask_for_one() -> None:
     session = _session({})
     session.profiles = parse_profiles({"server": PROFILES["server"]}, "plain.toml")
-    verdict = gates.speculation_by_level(session)
+    verdict = gatekeeper.speculation_by_level(session)
     assert verdict.skipped and "add concurrency = [1, 4, 16, 64]" in verdict.message
 
 
 def test_table_and_results_file_show_p99_metrics_and_per_level_verdicts() -> None:
     session = _session({"min_crossover_concurrency": 4})
-    verdict = gates.speculation_by_level(session)
+    verdict = gatekeeper.speculation_by_level(session)
     record = RunRecord(results=results_of(session.measurements, {"machine_class": "x"}, None),
                        rows=list(verdict.rows))
     keys = {r.key for r in record.results.results}

@@ -24,7 +24,7 @@ from specwatch.load.measure import Measurement, RunSample, merge
 from specwatch.load.workload import Workload
 from specwatch.profiles.loading import parse_profiles
 from specwatch.profiles.profile import TUNED_NCCL
-from specwatch.run import gates
+from specwatch.run import gatekeeper
 
 # -- the pure rule ------------------------------------------------------------------------------------
 
@@ -117,7 +117,7 @@ def test_one_boot_each_is_not_judged_even_when_its_runs_differ_significantly(tmp
     speeds = {"tuned": [[61.0, 62.0, 60.5, 61.5, 60.0, 62.5]], "untuned": [[100.0, 101.0, 99.0, 100.5, 99.5, 101.5]]}
     within = compare.compare(speeds["tuned"][0], speeds["untuned"][0], tolerance=0.02, alpha=0.01)
     assert within.is_regression  # what the old gate judged on: the runs of one boot as samples
-    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
+    verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert verdict.status is Status.SKIP, verdict.message
     assert "not judged (-38.9% in its one round)" in verdict.message
     (row,) = verdict.rows
@@ -127,7 +127,7 @@ def test_one_boot_each_is_not_judged_even_when_its_runs_differ_significantly(tmp
 def test_rounds_that_agree_on_a_slowdown_fail_the_tuned_gate(tmp_path: Path) -> None:
     speeds = {"tuned": [[80.0, 81.0], [78.0, 79.0], [82.0, 80.0]], "untuned": [[100.0, 101.0], [98.0, 97.0],
                                                                               [101.0, 102.0]]}
-    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds, {"tuned_tolerance": 0.05}))
+    verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds, {"tuned_tolerance": 0.05}))
     assert verdict.failed and verdict.message.startswith("tuning made things worse:"), verdict.message
     assert "over 3 round(s)" in verdict.message and verdict.rows[0].verdict == "fail"
 
@@ -135,23 +135,23 @@ def test_rounds_that_agree_on_a_slowdown_fail_the_tuned_gate(tmp_path: Path) -> 
 def test_nccl_variables_at_tp1_are_said_to_be_unread_and_never_fail(tmp_path: Path) -> None:
     speeds = {"tuned": [[80.0, 81.0], [78.0, 79.0], [82.0, 80.0]], "untuned": [[100.0, 101.0], [98.0, 97.0],
                                                                               [101.0, 102.0]]}
-    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP1, speeds, {"tuned_tolerance": 0.05}))
+    verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP1, speeds, {"tuned_tolerance": 0.05}))
     assert verdict.skipped, verdict.message
     assert verdict.reason.startswith("nothing to gate: the two servers differ only in NCCL_ALGO, NCCL_BUFFSIZE")
     assert "what was measured is boot-to-boot luck" in verdict.reason
     assert "tuning makes it worse" in verdict.message  # the rounds' own verdict is still shown
     assert verdict.rows[0].verdict == "unread"
     # no advice that cannot help a setting the server never reads: not more rounds, not a round spread
-    one = gates.tuned_vs_untuned(_session(tmp_path, TP1, {"tuned": [[80.0, 81.0]], "untuned": [[100.0, 99.0]]}))
+    one = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP1, {"tuned": [[80.0, 81.0]], "untuned": [[100.0, 99.0]]}))
     assert one.skipped and "not judged (-19.1% in its one round)" in one.message, one.message
     for said in (verdict.message, one.message, one.rows[0].message, verdict.rows[0].message):
         assert "alternate_rounds" not in said and "record-rounds" not in said
     wobbly = {"tuned": [[90.0], [110.0]], "untuned": [[100.0], [100.0]]}
-    unsure = gates.tuned_vs_untuned(_session(tmp_path, TP1, wobbly))
+    unsure = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP1, wobbly))
     assert "unsure" in unsure.message and "more rounds" not in unsure.message, unsure.message
     # anything else that differs may be read: then the rounds decide
     other = [TP1[0], {**TP1[1], "extra_args": ["--disable-custom-all-reduce"]}]
-    assert gates.tuned_vs_untuned(_session(tmp_path, other, speeds, {"tuned_tolerance": 0.05})).failed
+    assert gatekeeper.tuned_vs_untuned(_session(tmp_path, other, speeds, {"tuned_tolerance": 0.05})).failed
 
 
 def test_the_machine_class_round_spread_is_pooled_in(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_the_machine_class_round_spread_is_pooled_in(tmp_path: Path) -> None:
             for i in range(4)]
     (folder / "round-spread.json").write_text(json.dumps({"version": 1, "machine_class": "ci-cpu", "runs": runs}))
     speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
-    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
+    verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert verdict.failed, verdict.message  # one round, judged against the recorded 1.7% spread
     assert "4 earlier A/B run(s) of decode_tok_s on ci-cpu, any key" in verdict.message
     assert "over 12 df" in verdict.message
@@ -178,7 +178,7 @@ def test_a_server_with_round_history_of_its_own_is_judged_by_it(tmp_path: Path) 
     (folder / "round-spread.json").write_text(json.dumps({"version": 1, "machine_class": "ci-cpu",
                                                           "runs": steady + wild}))
     speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
-    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
+    verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert "4 earlier A/B run(s) of this key on ci-cpu" in verdict.message, verdict.message
     assert not verdict.failed, verdict.message  # -39% in one round is within that key's recorded spread
 
@@ -187,15 +187,15 @@ def test_speculation_gate_skips_when_its_rounds_cannot_decide(tmp_path: Path) ->
     servers = [{"name": "base"}, {"name": "spec", "speculative": {"algorithm": "EAGLE3"}}]
     fixtures = {"baseline": "base", "spec": "spec"}
     wobbly = {"spec": [[90.0, 91.0], [180.0, 181.0]], "base": [[100.0, 100.0], [100.0, 101.0]]}
-    verdict = gates.speculation_beats_baseline(_session(tmp_path, servers, wobbly, {"spec_margin": 0.3}, fixtures))
+    verdict = gatekeeper.speculation_beats_baseline(_session(tmp_path, servers, wobbly, {"spec_margin": 0.3}, fixtures))
     assert verdict.skipped and verdict.reason.startswith("unsure:"), verdict.message
     steady = {"spec": [[150.0, 151.0], [155.0, 154.0], [152.0, 150.0]], "base": [[100.0, 100.0], [101.0, 100.0],
                                                                                 [99.0, 100.0]]}
-    verdict = gates.speculation_beats_baseline(_session(tmp_path, servers, steady, {"spec_margin": 0.3}, fixtures))
+    verdict = gatekeeper.speculation_beats_baseline(_session(tmp_path, servers, steady, {"spec_margin": 0.3}, fixtures))
     assert verdict.passed and verdict.rows[0].verdict == "pass", verdict.message
     slow = {"spec": [[70.0, 71.0], [72.0, 70.0], [71.0, 71.0]], "base": [[100.0, 100.0], [101.0, 100.0],
                                                                          [99.0, 100.0]]}
-    verdict = gates.speculation_beats_baseline(_session(tmp_path, servers, slow, {"spec_margin": 0.3}, fixtures))
+    verdict = gatekeeper.speculation_beats_baseline(_session(tmp_path, servers, slow, {"spec_margin": 0.3}, fixtures))
     assert verdict.failed and "throughput: speculative 71.0" in verdict.message  # with the diagnosis
 
 
@@ -214,5 +214,5 @@ def test_merge_keeps_which_runs_came_from_which_boot() -> None:
 @pytest.mark.parametrize("rounds", [1, 2])
 def test_the_gate_row_counts_every_pooled_run(tmp_path: Path, rounds: int) -> None:
     speeds = {"tuned": [[100.0, 101.0, 99.0]] * rounds, "untuned": [[100.0, 100.5, 99.5]] * rounds}
-    verdict = gates.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
+    verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert verdict.rows[0].n == 3 * rounds and verdict.rows[0].extra["rounds"] == rounds

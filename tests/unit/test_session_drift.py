@@ -275,7 +275,7 @@ def _gate_session(tmp_path: Path, recorded: list[tuple[str | None, list[str] | N
     from specwatch.load.measure import Measurement, RunSample
     from specwatch.load.workload import Workload
     from specwatch.profiles.loading import parse_profiles
-    from specwatch.run import gates
+    from specwatch.run import gatekeeper
     from specwatch.run.options import Config
     from specwatch.run.session import Session
     from specwatch.store.baseline import BaselineStore
@@ -307,7 +307,7 @@ def _gate_session(tmp_path: Path, recorded: list[tuple[str | None, list[str] | N
         profile="a", workload=Workload("single-stream", runs=len(run), max_new_tokens=64), runs=runs,
         metrics_delta=None, metrics_after=None, server_info_before={}, server_info_after={}, log_records=[],
         wall_s=1.0)
-    return gates.drift(session, "a", metric="decode_tok_s"), session.reference_samples("a", "single-stream",
+    return gatekeeper.drift(session, "a", metric="decode_tok_s"), session.reference_samples("a", "single-stream",
                                                                                          "decode_tok_s")
 
 

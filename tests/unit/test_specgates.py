@@ -12,9 +12,10 @@ from specwatch.load.client import Generation
 from specwatch.load.measure import Measurement, RunSample
 from specwatch.load.workload import Workload
 from specwatch.profiles.loading import parse_profiles
-from specwatch.run import specgates, specread
+from specwatch.run import gatekeeper, specgates, specread
+from specwatch.run.evidence import Reference
 from specwatch.run.options import Config
-from specwatch.run.session import Reference, Session
+from specwatch.run.session import Session
 from specwatch.run.summary import results_of, summary_lines
 from specwatch.signals.logscan import DecodeRecord, PrefillRecord
 from specwatch.store.result import ResultSet
@@ -95,7 +96,6 @@ def _session(measurements: dict, recorded: ResultSet | None, machine: str | None
         return Reference(list(got.samples), "baseline test.json", [], dict(got.extra), machine=machine)
 
     session.reference_samples = reference  # type: ignore[method-assign]
-    session.class_spread = lambda workload, metric: None  # type: ignore[method-assign]
     return session
 
 
@@ -104,8 +104,8 @@ def _recorded(spec_load: float = 1.0, base_load: float = 1.0) -> ResultSet:
     much slower other processes made most windows of each server."""
     first = _session({**_spec(load=spec_load), **_base(load=base_load)}, None, update_baselines=True)
     for name in ("spec", "base"):
-        specgates.cycle_cost_vs_baseline(first, name)
-    specgates.accept_length_vs_baseline(first, "spec")
+        gatekeeper.cycle_cost_vs_baseline(first, name)
+    gatekeeper.accept_length_vs_baseline(first, "spec")
     rs = results_of(first.measurements, {"machine_class": "x"}, None)
     specgates.add_row_results(rs, first.verdict_rows)
     return rs
@@ -131,12 +131,12 @@ def test_results_record_accept_length_per_prompt_and_the_cycle_cost_over_busy_ti
 def test_healthy_runs_against_their_recording_raise_no_finding() -> None:
     rs = _recorded()
     session = _session({**_spec(), **_base()}, rs)
-    accept = specgates.accept_length_vs_baseline(session, "spec")
+    accept = gatekeeper.accept_length_vs_baseline(session, "spec")
     assert accept.passed, accept.message
     assert "3/3 prompts took their recorded verify counts" in accept.message
-    cycle = specgates.cycle_cost_vs_baseline(session, "spec")
+    cycle = gatekeeper.cycle_cost_vs_baseline(session, "spec")
     assert cycle.passed, cycle.message
-    plain = specgates.cycle_cost_vs_baseline(session, "base")
+    plain = gatekeeper.cycle_cost_vs_baseline(session, "base")
     assert plain.skipped and "its own drift is the throughput drift gate's" in plain.reason
     line = next(ln for ln in summary_lines([], []) + specgates.summary_lines(session.verdict_rows)
                 if ln.startswith("specwatch speculation spec:"))
@@ -153,9 +153,9 @@ def test_a_recording_under_load_does_not_make_a_quiet_healthy_session_a_regressi
     rs = _recorded(spec_load=2.0, base_load=2.5)
     assert rs.get("spec/single-stream/cycle_ratio").samples == pytest.approx([2.0] * RUNS)
     session = _session({**_spec(), **_base()}, rs)
-    verdict = specgates.cycle_cost_vs_baseline(session, "spec")
+    verdict = gatekeeper.cycle_cost_vs_baseline(session, "spec")
     assert verdict.passed, verdict.message
-    eager = specgates.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
+    eager = gatekeeper.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
     assert eager.failed and eager.reason.startswith("break-even (cycle / plain step) rose +80.0%"), eager.message
 
 
@@ -163,15 +163,15 @@ def test_servers_decoding_on_the_cpu_are_judged_by_their_cpu_time_which_waiting_
     """Other processes kept the recording's cycle windows waiting three times as long as its steps' (their
     windows read a break-even of 6.0); their CPU time per cycle and per step did not move: 2.0."""
     first = _session({**_spec(load=3.0, cpu_s=0.008), **_base(cpu_s=0.004)}, None, update_baselines=True)
-    specgates.cycle_cost_vs_baseline(first, "spec")
+    gatekeeper.cycle_cost_vs_baseline(first, "spec")
     rs = results_of(first.measurements, {"machine_class": "x"}, None)
     specgates.add_row_results(rs, first.verdict_rows)
     ratio = rs.get("spec/single-stream/cycle_ratio")
     assert ratio.samples == pytest.approx([2.0] * RUNS) and ratio.extra["source"] == cyclecost.CPU_SOURCE
-    healthy = specgates.cycle_cost_vs_baseline(_session({**_spec(cpu_s=0.008), **_base(cpu_s=0.004)}, rs), "spec")
+    healthy = gatekeeper.cycle_cost_vs_baseline(_session({**_spec(cpu_s=0.008), **_base(cpu_s=0.004)}, rs), "spec")
     assert healthy.passed and cyclecost.CPU_SOURCE in healthy.message, healthy.message
     eager = _session({**_spec(cycle_s=0.018, cpu_s=0.0144), **_base(cpu_s=0.004)}, rs)  # +80% CPU per cycle
-    verdict = specgates.cycle_cost_vs_baseline(eager, "spec")
+    verdict = gatekeeper.cycle_cost_vs_baseline(eager, "spec")
     assert verdict.failed and verdict.reason.startswith("break-even (cycle / plain step) rose +80.0%"), verdict.message
 
 
@@ -180,7 +180,7 @@ def test_a_perturbed_draft_fails_naming_the_prompts_and_where_acceptance_diverge
     worse = dict(ACCEPTS)
     worse[PROMPTS[1]] = [2, 2, 1, 1, 2, 3]  # the same 11 tokens in more cycles: the draft is accepted less
     session = _session({**_spec(accepts=worse), **_base()}, rs)
-    verdict = specgates.accept_length_vs_baseline(session, "spec")
+    verdict = gatekeeper.accept_length_vs_baseline(session, "spec")
     assert verdict.failed
     assert verdict.reason.startswith("acceptance dropped on 1/3 greedy prompts: prompt 1 (5 -> 6)")
     assert "lossless output: the draft or its inputs changed" in verdict.reason
@@ -190,33 +190,33 @@ def test_a_perturbed_draft_fails_naming_the_prompts_and_where_acceptance_diverge
 def test_an_eager_verify_fails_the_cycle_gate_by_its_break_even_naming_the_speculative_path() -> None:
     rs = _recorded()
     session = _session({**_spec(cycle_s=0.018), **_base()}, rs)
-    verdict = specgates.cycle_cost_vs_baseline(session, "spec")
+    verdict = gatekeeper.cycle_cost_vs_baseline(session, "spec")
     assert verdict.failed, verdict.message
     assert verdict.reason.startswith("break-even (cycle / plain step) rose +80.0% against the baseline")
     assert "the speculative path itself got slower" in verdict.reason and "verify that runs eager" in verdict.reason
-    assert specgates.accept_length_vs_baseline(session, "spec").passed  # acceptance did not move
+    assert gatekeeper.accept_length_vs_baseline(session, "spec").passed  # acceptance did not move
     slow_machine = _session({**_spec(cycle_s=0.018), **_base(step_s=0.009)}, rs)
-    assert specgates.cycle_cost_vs_baseline(slow_machine, "spec").passed  # both servers slower: the break-even held
+    assert gatekeeper.cycle_cost_vs_baseline(slow_machine, "spec").passed  # both servers slower: the break-even held
 
 
 def test_recording_skips_with_rows_and_a_missing_baseline_skips_saying_so() -> None:
     first = _session({**_spec(), **_base()}, None, update_baselines=True)
-    v = specgates.cycle_cost_vs_baseline(first, "spec")
+    v = gatekeeper.cycle_cost_vs_baseline(first, "spec")
     assert v.skipped and "being recorded" in v.message and any(specgates.RESULT in r.extra for r in v.rows)
     fresh = _session({**_spec(), **_base()}, None)
-    missing = specgates.accept_length_vs_baseline(fresh, "spec")
+    missing = gatekeeper.accept_length_vs_baseline(fresh, "spec")
     assert missing.skipped and "no baseline for spec/speculation-probe/accept_length" in missing.message
     assert fresh.missing_baselines
     required = _session({**_spec(), **_base()}, None, require_baseline=True)
-    assert specgates.cycle_cost_vs_baseline(required, "spec").failed
-    assert specgates.accept_length_vs_baseline(fresh, "base").skipped  # not a speculative server
+    assert gatekeeper.cycle_cost_vs_baseline(required, "spec").failed
+    assert gatekeeper.accept_length_vs_baseline(fresh, "base").skipped  # not a speculative server
 
 
 def test_the_break_even_result_is_added_once() -> None:
     rs = _recorded()
     n = len(rs.results)
     session = _session({**_spec(), **_base()}, rs)
-    specgates.cycle_cost_vs_baseline(session, "spec")
+    gatekeeper.cycle_cost_vs_baseline(session, "spec")
     specgates.add_row_results(rs, session.verdict_rows)  # its key is there already: not added twice
     assert len(rs.results) == n
 
@@ -228,9 +228,9 @@ def test_a_server_that_reports_no_accept_length_skips_even_when_baselines_are_re
     session = _session({("spec", specread.PROBE.name): _measurement("spec", specread.PROBE, quiet, []),
                         ("spec", "single-stream"): _measurement("spec", SINGLE, single, [])}, None,
                        require_baseline=True)
-    verdict = specgates.accept_length_vs_baseline(session, "spec")
+    verdict = gatekeeper.accept_length_vs_baseline(session, "spec")
     assert verdict.skipped and "reports no accept length" in verdict.reason
-    assert specgates.cycle_cost_vs_baseline(session, "spec").skipped
+    assert gatekeeper.cycle_cost_vs_baseline(session, "spec").skipped
 
 
 def test_both_gates_judge_the_run_on_the_machine_its_reference_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,8 +246,8 @@ def test_both_gates_judge_the_run_on_the_machine_its_reference_names(monkeypatch
 
     monkeypatch.setattr(compare, "drift", drift)
     session = _session({**_spec(), **_base()}, rs, machine="host:m1")
-    assert specgates.accept_length_vs_baseline(session, "spec").passed
-    assert specgates.cycle_cost_vs_baseline(session, "spec").passed
+    assert gatekeeper.accept_length_vs_baseline(session, "spec").passed
+    assert gatekeeper.cycle_cost_vs_baseline(session, "spec").passed
     assert len(asked) >= 2 and set(asked) == {"host:m1"}
 
 
@@ -258,7 +258,7 @@ def test_the_cycle_time_the_gate_reports_beside_the_break_even_it_judges_never_r
 
     rs = _recorded()
     slow_machine = _session({**_spec(cycle_s=0.018), **_base(step_s=0.009)}, rs)
-    verdict = specgates.cycle_cost_vs_baseline(slow_machine, "spec")
+    verdict = gatekeeper.cycle_cost_vs_baseline(slow_machine, "spec")
     assert verdict.passed, verdict.message
     cycle, ratio = verdict.rows
     assert cycle.verdict == "regression" and not cycle.gated and not cycle.is_bad  # measured worse, reported
@@ -266,6 +266,6 @@ def test_the_cycle_time_the_gate_reports_beside_the_break_even_it_judges_never_r
     table = summary_table(verdict.rows)
     assert table.splitlines()[0].endswith("2 result(s), 0 regression(s)")
     assert "REGRESSION" not in table and "worse, not gated" in table
-    eager = specgates.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
+    eager = gatekeeper.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
     assert eager.failed and eager.rows[1].is_bad and not eager.rows[0].is_bad  # the judged row is the regression
     assert "2 result(s), 1 regression(s)" in summary_table(eager.rows).splitlines()[0]

@@ -1,9 +1,11 @@
 """The walls of docs/architecture.md, enforced: which part may import which, no import cycles, no
-tester module over the size limit, and a light plugin.
+private name used across modules, no tester module over the size limit, and a light plugin.
 
 Each subpackage of ``src/specwatch`` is a part; the top-level modules (``errors``, ``paths``, the
 package's ``__version__``) are open to all. ``ALLOWED`` lists, per part, the other parts it may
 import (function-level imports included; ``if TYPE_CHECKING:`` blocks excluded, they never run).
+The cycle check counts every import, ``if TYPE_CHECKING:`` and function-level ones included: a
+circle hidden from the interpreter is still one module depending on another.
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, package: str) -> set[str]:
-    """Every specwatch module or name ``path`` imports, outside ``if TYPE_CHECKING:`` blocks."""
+def _imports(path: Path, package: str, *, typing: bool = False) -> set[str]:
+    """Every specwatch module or name ``path`` imports, outside ``if TYPE_CHECKING:`` blocks unless ``typing``."""
     tree = ast.parse(path.read_text())
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for n in ast.walk(node)}
+    skip = set() if typing else {id(n) for node in ast.walk(tree)
+                                 if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                                 for n in ast.walk(node)}
     names: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -86,9 +89,11 @@ def violations(root: Path) -> list[str]:
 
 
 def cycles(root: Path) -> list[list[str]]:
-    """Import cycles among the modules of the package at ``root`` (strongly connected components)."""
+    """Import cycles among the modules of the package at ``root`` (strongly connected components), counting
+    ``if TYPE_CHECKING:`` and function-level imports."""
     modules = {_module_name(p, root): p for p in root.rglob("*.py")}
-    graph = {m: {n for n in _imports(p, root.name) if n in modules and n != m} for m, p in modules.items()}
+    graph = {m: {n for n in _imports(p, root.name, typing=True) if n in modules and n != m}
+             for m, p in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -169,6 +174,77 @@ def test_the_cycle_check_finds_one(tmp_path: Path) -> None:
     (root / "run" / "a.py").write_text("from specwatch.run import b\n")
     (root / "run" / "b.py").write_text("def f():\n    from specwatch.run.a import x\n")
     assert cycles(root) == [["specwatch.run.a", "specwatch.run.b"]]
+
+
+def test_the_cycle_check_counts_type_checking_imports(tmp_path: Path) -> None:
+    """An annotation-only import back (the Session's type in a gate) closes a circle too."""
+    root = tmp_path / "specwatch"
+    (root / "run").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "run" / "__init__.py").write_text("")
+    (root / "run" / "session.py").write_text("def f():\n    from specwatch.run import gates\n")
+    (root / "run" / "gates.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specwatch.run.session import Session\n")
+    assert cycles(root) == [["specwatch.run.gates", "specwatch.run.session"]]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _defined(tree: ast.AST) -> set[str]:
+    """The names a module defines: functions, classes, variables, attributes it assigns, arguments, imports."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[-1])
+    return names
+
+
+def private_uses(root: Path) -> list[str]:
+    """Private names (``_x``) of one module of the package at ``root`` used in another: imported from a
+    module of the package (``from specwatch.judge.stats import _x``), or read off an object by a module
+    that defines no such name while another module does (``session._warned`` outside the Session's
+    module). ``self._x`` and ``cls._x`` are a class's own; a private name no module of the package defines
+    (``os._exit``, a namedtuple's ``_replace``) is not the package's."""
+    trees = {p: ast.parse(p.read_text()) for p in sorted(root.rglob("*.py")) if "refserver" not in p.parts}
+    defined = {p: _defined(t) for p, t in trees.items()}
+    found = []
+    for path, tree in trees.items():
+        others = {n for q, names in defined.items() if q != path for n in names if _private(n)}
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == root.name):
+                found += [f"{where}: imports {a.name} from {node.module or '.'}"
+                          for a in node.names if _private(a.name)]
+            elif (isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in others
+                  and node.attr not in defined[path]
+                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                found.append(f"{where}: reads {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_name_is_used_across_modules() -> None:
+    assert not private_uses(SRC), "\n".join(private_uses(SRC))
+
+
+def test_the_private_check_catches_an_import_and_a_read(tmp_path: Path) -> None:
+    """The rules bite: a gate that reads the Session's private warnings, a judge that imports a private helper."""
+    root = tmp_path / "specwatch"
+    shutil.copytree(SRC, root, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    (root / "run" / "leak.py").write_text("def warned(session):\n    return session._warned\n")
+    (root / "judge" / "leak.py").write_text("from specwatch.judge.stats import _EXP_MAX\n")
+    assert [v for v in private_uses(root) if "leak.py" in v] == [
+        "specwatch/judge/leak.py:1: imports _EXP_MAX from specwatch.judge.stats",
+        "specwatch/run/leak.py:2: reads session._warned"]
 
 
 def test_no_tester_module_is_over_the_size_limit() -> None:

@@ -270,7 +270,7 @@ def test_the_drift_gate_reads_the_run_and_the_baseline_sessions_yardsticks(tmp_p
     from specwatch.load.measure import Measurement, RunSample
     from specwatch.load.workload import Workload
     from specwatch.profiles.loading import parse_profiles
-    from specwatch.run import gates
+    from specwatch.run import gatekeeper
     from specwatch.run.options import Config
     from specwatch.run.session import Session
 
@@ -304,11 +304,11 @@ def test_the_drift_gate_reads_the_run_and_the_baseline_sessions_yardsticks(tmp_p
                            server_info_after={}, log_records=[], wall_s=1.0)  # fmt: skip
 
     session.measurements[("a", "single-stream")] = measured(_runs(200.0 * 0.96, seed=99))
-    verdict = gates.drift(session, "a", metric="decode_tok_s")
+    verdict = gatekeeper.drift(session, "a", metric="decode_tok_s")
     assert verdict.passed and "normalised by the machine yardstick" in verdict.message, verdict.message
     session.measurements[("a", "single-stream")] = measured(_runs(200.0 * 0.92, seed=98))
     session._yardstick = _yardstick(float(np.exp(np.mean(np.log(scores)))) / 20.0)
-    verdict = gates.drift(session, "a", metric="decode_tok_s")
+    verdict = gatekeeper.drift(session, "a", metric="decode_tok_s")
     assert not verdict.passed and "regression" in verdict.message
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
-from specwatch.judge.stats import _as_array
+from specwatch.judge.stats import as_array
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def noisier_than_prior(ratios: Sequence[float], prior: RoundPrior) -> float:
 def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: RoundPrior | None = None) -> PairedRounds:
     """Summarise per-round ratios (head/base, one per alternating round); needs ≥ 2 rounds, or 1
     with a ``prior`` (whose spread then stands for the round-to-round noise alone)."""
-    x = np.log(_as_array(ratios, "ratios"))
+    x = np.log(as_array(ratios, "ratios"))
     if x.size < (1 if prior else 2):
         raise ValueError("paired_rounds needs at least 2 rounds (1 with a prior)")
     mean = float(x.mean())

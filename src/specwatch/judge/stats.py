@@ -29,7 +29,8 @@ _MAD_TO_SD = 1.482602218505602
 _EXP_MAX = 709.0
 
 
-def _as_array(samples: Sequence[float] | np.ndarray, name: str = "samples") -> np.ndarray:
+def as_array(samples: Sequence[float] | np.ndarray, name: str = "samples") -> np.ndarray:
+    """``samples`` as a flat float array; ValueError naming them (``name``) when empty or not all finite."""
     x = np.asarray(samples, dtype=float).ravel()
     if x.size == 0:
         raise ValueError(f"{name} is empty")
@@ -40,12 +41,12 @@ def _as_array(samples: Sequence[float] | np.ndarray, name: str = "samples") -> n
 
 def median(samples: Sequence[float] | np.ndarray) -> float:
     """The sample median."""
-    return float(np.median(_as_array(samples)))
+    return float(np.median(as_array(samples)))
 
 
 def cv(samples: Sequence[float] | np.ndarray) -> float:
     """Coefficient of variation: sample stdev (ddof=1) / |mean|; 0 for one sample, inf for mean 0."""
-    x = _as_array(samples)
+    x = as_array(samples)
     if x.size < 2:
         return 0.0
     m = float(np.mean(x))
@@ -57,7 +58,7 @@ def cv(samples: Sequence[float] | np.ndarray) -> float:
 
 def robust_cv(samples: Sequence[float] | np.ndarray) -> float:
     """Robust CV: 1.4826·MAD / |median| (equals the CV for normal data, ignores a few outliers)."""
-    x = _as_array(samples)
+    x = as_array(samples)
     med = float(np.median(x))
     mad = float(np.median(np.abs(x - med))) * _MAD_TO_SD
     if med == 0.0:
@@ -136,7 +137,7 @@ def bootstrap_median_ci(
 ) -> tuple[float, float]:
     """Bootstrap confidence interval of the median (percentile or BCa)."""
     _check_ci_args(confidence, n_resamples, method)
-    x = np.sort(_as_array(samples))
+    x = np.sort(as_array(samples))
     boot = _boot_medians(x, np.random.default_rng(seed), n_resamples)
     if method == "bca" and x.size > 2:
         return _bca_interval(boot, float(np.median(x)), _jackknife_medians(x), confidence)
@@ -174,8 +175,8 @@ def bootstrap_ratio_ci(
     ``ci(a, b) == (1 / ci(b, a)[1], 1 / ci(b, a)[0])``, and invariant to scaling both samples.
     """
     _check_ci_args(confidence, n_resamples, method)
-    a = np.sort(_as_array(current, "current"))
-    b = np.sort(_as_array(reference, "reference"))
+    a = np.sort(as_array(current, "current"))
+    b = np.sort(as_array(reference, "reference"))
     if a[0] <= 0 or b[0] <= 0:
         raise ValueError("ratio CI needs positive samples")
     ra, rb = _paired_rngs(a, b, seed)
@@ -238,8 +239,8 @@ def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarra
     p-values are floored at the exact minimum attainable for the sample sizes, so an asymptotic
     approximation never claims more than the samples can show.
     """
-    x = _as_array(a, "a")
-    y = _as_array(b, "b")
+    x = as_array(a, "a")
+    y = as_array(b, "b")
     floor2 = min_attainable_p(x.size, y.size, "two-sided")
     floor1 = min_attainable_p(x.size, y.size, "greater")
     if np.ptp(np.concatenate([x, y])) == 0.0:
@@ -397,8 +398,8 @@ def session_drift(current: Sequence[float] | np.ndarray, sessions: Sequence[Sequ
     """Judge ``current`` against ``sessions`` (K ≥ 2 lists of samples) with sessions as the unit."""
     if len(sessions) < 2:
         raise ValueError(f"need at least 2 sessions, got {len(sessions)}")
-    cur = _as_array(current, "current")
-    meds = np.log([median(_as_array(s, "session")) for s in sessions])
+    cur = as_array(current, "current")
+    meds = np.log([median(as_array(s, "session")) for s in sessions])
     k = meds.size
     mu, sd = float(meds.mean()), float(meds.std(ddof=1))
     scale = sd * math.sqrt(1.0 + 1.0 / k)
@@ -417,7 +418,7 @@ def summarize(
     seed: int = DEFAULT_SEED,
 ) -> Summary:
     """Summary of samples (stdev with ddof=1; 0 for a single sample)."""
-    x = _as_array(samples)
+    x = as_array(samples)
     lo, hi = bootstrap_median_ci(x, confidence=confidence, n_resamples=n_resamples, seed=seed)
     return Summary(
         n=int(x.size),
@@ -469,5 +470,5 @@ def session_spread(sessions: Sequence[Sequence[float]]) -> float:
     """SD of the log medians of ≥ 2 sessions' samples (≈ the relative session-to-session spread)."""
     if len(sessions) < 2:
         raise ValueError(f"need at least 2 sessions, got {len(sessions)}")
-    meds = np.log([median(_as_array(s, "session")) for s in sessions])
+    meds = np.log([median(as_array(s, "session")) for s in sessions])
     return float(meds.std(ddof=1))

@@ -1,33 +1,32 @@
 """The perf gates of the suite, judged with statistics and explained with numbers.
 
-Each gate returns a :class:`~specwatch.judge.verdict.Verdict` (the checks' type too) and records
-its report rows itself; tests in ``tests/perf`` only assert on it, so the same gates run from any
-test file a user writes.
+Each gate takes its evidence (measurements, the reference they are compared against, the run's
+:class:`~specwatch.run.evidence.Policy`) and returns a :class:`~specwatch.judge.verdict.Verdict` (the checks'
+type too) whose rows are the report table's. The Session is no argument: :mod:`specwatch.run.gatekeeper`
+gathers the evidence from it and records the rows, so the same gates run from any test file a user writes.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specwatch.judge import compare, speculative, stats, tuning, yardstick
 from specwatch.judge.cyclecost import Economics
 from specwatch.judge.tuning import RoundsVerdict, tuning_effect
-from specwatch.judge.verdict import Status, Verdict
-from specwatch.report.table import ReportRow
+from specwatch.judge.verdict import ReportRow, Status, Verdict
+from specwatch.run.evidence import Pair, Policy, Reference
 from specwatch.run.specread import economics
 
 if TYPE_CHECKING:
-    from specwatch.judge.paired import RoundPrior
-    from specwatch.load.measure import Measurement
-    from specwatch.profiles.profile import ServerProfile
-    from specwatch.run.session import Session
+    from collections.abc import Mapping, Sequence
 
-__all__ = ["DECODE_METRIC", "LEVEL_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor", "recorded",
+    from specwatch.load.measure import Measurement
+    from specwatch.profiles.profile import Gates, ServerProfile
+
+__all__ = ["DECODE_METRIC", "LEVEL_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor",
            "speculation_beats_baseline", "speculation_by_level", "tuned_vs_untuned", "tuning_effect",
            "unread_difference"]
 
@@ -41,19 +40,6 @@ FLOOR, DRIFT, SPEC_VS_BASELINE, TUNED_VS_UNTUNED = "floor", "drift", "speculatio
 SPEC_BY_LEVEL = "speculation by load level"
 #: what a relative gate's change is (the table says it when the medians of all runs differ in sign)
 PAIRED_BASIS = "the paired rounds' (the geometric mean of each round's ratio, each round a fresh boot of both)"
-
-
-def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
-    """A gate hands its verdict rows to the session itself (summary table, results, benchmark.json,
-    JUnit through the plugin), so a user's test that calls it needs no helper fixture."""
-
-    @functools.wraps(gate)
-    def run(session: Session, *args: Any, **kwargs: Any) -> Verdict:
-        verdict = gate(session, *args, **kwargs)
-        session.verdict_rows.extend(verdict.rows)
-        return verdict
-
-    return run
 
 
 def _ci(samples: list[float]) -> tuple[float, float]:
@@ -74,55 +60,46 @@ def diagnose(spec: Measurement, baseline: Measurement | None) -> Economics:
     return economics(spec, baseline)
 
 
-def _findings_text(session: Session, *profiles: str) -> list[str]:
-    lines = []
-    for name in profiles:
-        for f in session.findings_for(name):
-            lines.append(f"[{f.check} on {name}: {'ok' if f.ok else 'FAILED'}] {f.summary.splitlines()[0]}")
-    return lines
-
-
-@recorded
-def floor(session: Session, profile: str, workload: str = "single-stream") -> Verdict:
+def floor(measurement: Measurement, floor_tok_s: float, *, profile: str, workload: str = "single-stream") -> Verdict:
     """Absolute floor of a profile's median tok/s (``floor_tok_s`` in its profile)."""
-    prof = session.profile_for(profile)
-    if prof.floor_tok_s is None:
-        return Verdict(FLOOR, Status.SKIP, f"profile {prof.name} sets no floor_tok_s", profile=prof.name)
-    m = session.measure(prof.name, workload, pooled=True)
+    m = measurement
     xs = m.samples(METRIC)
     lo, hi = _ci(xs)
-    row = ReportRow(key=f"{prof.name}/{workload}/{METRIC} ≥ floor", n=len(xs), median=m.median_tok_s, unit="tok/s",
-                    ci_low=lo, ci_high=hi, baseline_median=prof.floor_tok_s, samples=tuple(xs),
-                    verdict="pass" if m.median_tok_s >= prof.floor_tok_s else "fail")
-    msg = (f"{prof.name} {workload}: median {m.median_tok_s:.1f} tok/s [{lo:.1f}, {hi:.1f}] against the floor "
-           f"{prof.floor_tok_s:g} tok/s")
-    return Verdict.of(FLOOR, m.median_tok_s >= prof.floor_tok_s, msg, profile=prof.name, rows=[row])
+    row = ReportRow(key=f"{profile}/{workload}/{METRIC} ≥ floor", n=len(xs), median=m.median_tok_s, unit="tok/s",
+                    ci_low=lo, ci_high=hi, baseline_median=floor_tok_s, samples=tuple(xs),
+                    verdict="pass" if m.median_tok_s >= floor_tok_s else "fail")
+    msg = (f"{profile} {workload}: median {m.median_tok_s:.1f} tok/s [{lo:.1f}, {hi:.1f}] against the floor "
+           f"{floor_tok_s:g} tok/s")
+    return Verdict.of(FLOOR, m.median_tok_s >= floor_tok_s, msg, profile=profile, rows=[row])
 
 
-@recorded
-def drift(session: Session, profile: str, workload: str = "single-stream", metric: str = METRIC) -> Verdict:
+def drift(measurement: Measurement, reference: Reference | str, policy: Policy, *, profile: str,
+          workload: str = "single-stream", metric: str = METRIC,
+          diagnosis: tuple[Measurement | None, Sequence[str]] | None = None) -> Verdict:
     """This run against the stored baseline (or ``--specwatch-reference``): regression = worse than
     the tolerance AND significant; a noisy or too-small sample is reported as inconclusive. The run is judged
     as one on its own machine when the baseline holds enough sessions of it, else as one on a new machine
     (the tolerance note says which: :func:`specwatch.run.reference.reference_samples`). With a machine
     yardstick on this run and on 3 or more baseline sessions, both are read normalised by it when that
-    shrinks the sessions' spread (:mod:`specwatch.judge.yardstick`), and the note says whether it did."""
+    shrinks the sessions' spread (:mod:`specwatch.judge.yardstick`), and the note says whether it did.
+
+    ``reference``: what :func:`~specwatch.run.reference.reference_samples` found, or why nothing (a skip, or a
+    failure under ``policy.require_baseline``). ``diagnosis`` (a speculative server's): the plain server's
+    measurement and the checks' findings, said beside a regression."""
     from specwatch.load.measure import METRICS
 
-    prof = session.profile_for(profile)
-    m = session.measure(prof.name, workload, pooled=True)
+    m = measurement
     current = m.samples(metric)
     unit, higher = METRICS[metric]
-    if session.config.update_baselines:
-        return Verdict(DRIFT, Status.SKIP, f"--update-baselines: {prof.name} is being recorded, not compared",
-                       profile=prof.name)
-    ref = session.reference_samples(prof.name, workload, metric)
+    if policy.update_baselines:
+        return Verdict(DRIFT, Status.SKIP, f"--update-baselines: {profile} is being recorded, not compared",
+                       profile=profile)
+    ref = reference
     if isinstance(ref, str):
-        session.missing_baseline(f"{prof.name}/{workload}/{metric}", ref)
-        if session.config.require_baseline:
+        if policy.require_baseline:
             return Verdict(DRIFT, Status.FAIL, f"{ref} (--specwatch-require-baseline: a drift test with nothing to "
-                                               f"compare against fails)", profile=prof.name)
-        return Verdict(DRIFT, Status.SKIP, ref, profile=prof.name)
+                                               f"compare against fails)", profile=profile)
+        return Verdict(DRIFT, Status.SKIP, ref, profile=profile)
     wl = m.workload
     dataset = wl.describe().get("dataset")
     for key, now in (("max_new_tokens", wl.max_new_tokens), ("concurrency", wl.concurrency), ("dataset", dataset)):
@@ -130,37 +107,24 @@ def drift(session: Session, profile: str, workload: str = "single-stream", metri
         if (then is not None or key == "dataset") and then != now:
             return Verdict(DRIFT, Status.SKIP, f"{ref.source} was recorded with {key}={then}, this run uses {now}: "
                                                f"the two are not comparable; re-record with --update-baselines",
-                           profile=prof.name)
-    requested = prof.tolerance or session.config.tolerance
-    run_score, scores = yardstick.scores_for(session.fingerprint().get("yardstick"), ref.yardsticks)
-    cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=requested,
-                               alpha=session.config.alpha, sessions=ref.sessions or None,
-                               class_spread=session.class_spread(workload, metric), machine=ref.machine,
+                           profile=profile)
+    run_score, scores = yardstick.scores_for(ref.run_yardstick, ref.yardsticks)
+    cmp, basis = compare.drift(current, ref.samples, higher_is_better=higher, requested=policy.tolerance,
+                               alpha=policy.alpha, sessions=ref.sessions or None,
+                               class_spread=ref.class_spread, machine=ref.machine,
                                machine_term=ref.machine_term,
                                session_scores=scores if len(scores) == len(ref.sessions) else None, run_score=run_score)
-    row = ReportRow.from_comparison(f"{prof.name}/{workload}/{metric}", cmp, unit=unit, samples=current,
+    row = ReportRow.from_comparison(f"{profile}/{workload}/{metric}", cmp, unit=unit, samples=current,
                                     median_ci=_ci(current), extra={"reference": ref.source,
                                                                     "tolerance_basis": basis.note})
     row = replace(row, dropped=m.dropped_note(metric))
-    msg = f"{prof.name} {workload} {metric} vs {ref.source}: {cmp.message}\n{basis.note}"
+    msg = f"{profile} {workload} {metric} vs {ref.source}: {cmp.message}\n{basis.note}"
     if ref.note:
         msg += f"\nbaseline: {ref.note}"
-    if cmp.is_regression and prof.role == "spec":
-        base = session.profiles.for_role("baseline")
-        baseline_m = session.measurements.get((base.name, workload)) if base else None
-        msg += "\n" + "\n".join(diagnose(m, baseline_m).lines() + _findings_text(session, prof.name))
-    return Verdict.of(DRIFT, not cmp.is_regression, msg, profile=prof.name, rows=[row])
-
-
-def _round_prior(session: Session, server: str, workload: str) -> tuple[RoundPrior | None, str]:
-    """The round spread earlier A/B runs recorded for this machine class, and where it comes from: the
-    boot-to-boot term a relative gate pools with its own rounds (None: none recorded). ``server``'s own
-    key when its runs give enough degrees of freedom, else every run of decode tok/s
-    (:meth:`RoundSpread.prior_for`, the rule ``specwatch ab`` uses)."""
-    from specwatch.store.roundspread import RoundSpread
-
-    spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
-    return spread.prior_for(f"{server}/{workload}/{DECODE_METRIC}")
+    if cmp.is_regression and diagnosis is not None:
+        baseline_m, findings = diagnosis
+        msg += "\n" + "\n".join(diagnose(m, baseline_m).lines() + list(findings))
+    return Verdict.of(DRIFT, not cmp.is_regression, msg, profile=profile, rows=[row])
 
 
 def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str,
@@ -174,27 +138,24 @@ def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict,
                      dropped="; ".join(n for m in sides if (n := m.dropped_note(DECODE_METRIC))))
 
 
-@recorded
-def speculation_beats_baseline(session: Session, workload: str = "single-stream") -> Verdict:
+def speculation_beats_baseline(pair: Pair, policy: Policy, *, margin: float = 0.0) -> Verdict:
     """Speculative ≥ baseline × (1 + margin), judged on the rounds (each a fresh boot of both, as
     ``specwatch ab`` judges; :func:`specwatch.judge.tuning.beats`); fails with the diagnosis.
+    ``pair``: the speculative server's measurement (``a``) and the baseline's (``b``).
 
     One round without a recorded round spread (a first run) is judged against a conservative
     boot-to-boot term scaled from its runs' own spread (:func:`specwatch.judge.tuning.first_round_spread`).
     Rounds that can neither show nor rule out the margin skip, saying in one line what would decide.
     """
-    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
-    if not spec_p or not base_p:
-        return Verdict(SPEC_VS_BASELINE, Status.SKIP, "the profile set has no spec and baseline servers to compare")
-    base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
-    prior, source = _round_prior(session, spec_p.name, workload)
+    spec, base = pair.a, pair.b
+    spec_name, base_name = pair.names
     spec_boots, base_boots = spec.by_boot(DECODE_METRIC), base.by_boot(DECODE_METRIC)
-    judged = tuning.beats(tuning.round_ratios(spec_boots, base_boots), margin=session.profiles.gates.spec_margin,
-                          alpha=session.config.alpha, prior=prior, source=source, names=(spec_p.name, base_p.name),
+    judged = tuning.beats(tuning.round_ratios(spec_boots, base_boots), margin=margin,
+                          alpha=policy.alpha, prior=pair.prior, source=pair.prior_source, names=pair.names,
                           runs=(spec_boots[0], base_boots[0]) if len(spec_boots) == 1 == len(base_boots) else None)
-    row = _paired_row(f"{spec_p.name} vs {base_p.name} ({workload}, decode tok/s)", spec.samples(DECODE_METRIC),
+    row = _paired_row(f"{spec_name} vs {base_name} ({pair.workload}, decode tok/s)", spec.samples(DECODE_METRIC),
                       base.samples(DECODE_METRIC), judged, judged.verdict, spec, base)
-    lines = [judged.message, *diagnose(spec, base).lines(), *_findings_text(session, spec_p.name, base_p.name)]
+    lines = [judged.message, *diagnose(spec, base).lines(), *pair.findings]
     if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "\n".join(lines), rows=[row])
     return Verdict.of(SPEC_VS_BASELINE, judged.verdict == "pass", "\n".join(lines), rows=[row])
@@ -213,31 +174,26 @@ def unread_difference(tuned: ServerProfile, untuned: ServerProfile) -> str | Non
                                     max(tuned.ranks, untuned.ranks))
 
 
-@recorded
-def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdict:
+def tuned_vs_untuned(pair: Pair, gates: Gates, policy: Policy, *, unread: str | None = None) -> Verdict:
     """Tuned ≥ untuned × (1 − tolerance), judged on the rounds as ``specwatch ab`` judges head against
     base (:func:`specwatch.judge.tuning.tuning_rounds`); "no measurable effect" is reported, never
     called a win. With ``gates.expect_tuning_effect`` the tuning must show a significant gain.
+    ``pair``: the tuned server's measurement (``a``) and the untuned one's (``b``).
 
     It skips, saying why, when the rounds cannot decide, and when the two servers differ only in
-    settings the server never reads (NCCL variables at TP=1): the measured difference is then
-    boot-to-boot luck, reported but never a failure.
+    settings the server never reads (``unread``, :func:`unread_difference`: NCCL variables at TP=1): the
+    measured difference is then boot-to-boot luck, reported but never a failure.
     """
-    t_p, u_p = session.profiles.for_role("tuned"), session.profiles.for_role("untuned")
-    if not t_p or not u_p:
-        return Verdict(TUNED_VS_UNTUNED, Status.SKIP, "the profile set has no tuned and untuned servers to compare")
-    untuned, tuned = session.measure_pair(u_p.name, t_p.name, workload)
-    gates = session.profiles.gates
-    prior, source = _round_prior(session, t_p.name, workload)
+    tuned, untuned = pair.a, pair.b
+    t_name, u_name = pair.names
     # decode tok/s: the all-reduces that tuning changes run in every decode step; TTFT only adds noise.
     judged = tuning.tuning_rounds(tuning.round_ratios(tuned.by_boot(DECODE_METRIC), untuned.by_boot(DECODE_METRIC)),
                                   tolerance=gates.tuned_tolerance, min_effect=gates.tuning_min_effect,
-                                  alpha=session.config.alpha, prior=prior, source=source, names=(t_p.name, u_p.name))
-    unread = unread_difference(t_p, u_p)
-    row = _paired_row(f"{t_p.name} vs {u_p.name} ({workload}, decode tok/s)", tuned.samples(DECODE_METRIC),
+                                  alpha=policy.alpha, prior=pair.prior, source=pair.prior_source, names=pair.names)
+    row = _paired_row(f"{t_name} vs {u_name} ({pair.workload}, decode tok/s)", tuned.samples(DECODE_METRIC),
                       untuned.samples(DECODE_METRIC), judged, "unread" if unread else judged.verdict, tuned,
                       untuned)
-    lines = [judged.message, *_findings_text(session, t_p.name, u_p.name)]
+    lines = [judged.message, *pair.findings]
     if unread:  # no advice: more rounds or a round spread cannot help a setting the server never reads
         expects = "; gates.expect_tuning_effect cannot hold here" if gates.expect_tuning_effect else ""
         measured = [judged.finding, judged.design, *lines[1:]]
@@ -253,59 +209,41 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
     return Verdict(TUNED_VS_UNTUNED, Status.PASS, "\n".join(lines), rows=[row])
 
 
-@recorded
-def speculation_by_level(session: Session) -> Verdict:
+def speculation_by_level(levels: Mapping[str, tuple[Measurement, Measurement]], gates: Gates, policy: Policy, *,
+                         names: tuple[str, str]) -> Verdict:
     """Speculation against plain decoding at every level of the profile set's sweep, and the
-    crossover concurrency: the first concurrency where speculation stops paying.
+    crossover concurrency: the first concurrency where speculation stops paying. ``levels``: each level's
+    measurements of the speculative server and of the baseline, in increasing order; ``names``: theirs.
 
     Each level is judged like :func:`speculation_beats_baseline` (``spec_margin``, one-sided
     Mann-Whitney) on :data:`LEVEL_METRIC`; an inconclusive level does not pay. The per-level
     verdicts are reported (speculation is expected to stop paying somewhere); the verdict fails only
-    when ``gates.min_crossover_concurrency`` is set and the crossover comes below it. Each server
-    runs every level on one boot (baseline first), levels in increasing order; with
-    ``gates.interleave_runs`` both servers are up at once and each level's runs are interleaved
-    (:meth:`Session.measure_pair`: a fresh boot of both per level and round), so a machine that
-    drifts during the sweep moves both sides of a level alike.
+    when ``gates.min_crossover_concurrency`` is set and the crossover comes below it. How the levels are
+    measured (one boot each, or interleaved): :func:`specwatch.run.gatekeeper.speculation_by_level`.
     """
     from specwatch.judge.levels import LEVEL_METRICS, crossover, crossover_ok
-    from specwatch.load.workload import level_names
 
-    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
-    if not spec_p or not base_p:
-        return Verdict(SPEC_BY_LEVEL, Status.SKIP, "the profile set has no spec and baseline servers to compare")
-    levels = level_names(session.profiles.workload)
-    if not levels:
-        return Verdict(SPEC_BY_LEVEL, Status.SKIP, f"{session.profiles.source}: [workload] sets no sweep levels; "
-                                                   "add concurrency = [1, 4, 16, 64] (or request_rate = [2.0, 8.0])")
-    gates = session.profiles.gates
-    if gates.interleave_runs:
-        for level in levels:
-            session.measure_pair(base_p.name, spec_p.name, level)
-    else:
-        for name in (base_p.name, spec_p.name):
-            for level in levels:
-                session.measure(name, level)
+    spec_name, base_name = names
     rows, lines, judged = [], [], []
-    for level in levels:
-        spec, base = session.measurements[(spec_p.name, level)], session.measurements[(base_p.name, level)]
+    for level, (spec, base) in levels.items():
         a, b = spec.samples(LEVEL_METRIC), base.samples(LEVEL_METRIC)
-        gate = compare.relative_gate(a, b, margin=gates.spec_margin, alpha=session.config.alpha,
-                                     names=(spec_p.name, base_p.name))
+        gate = compare.relative_gate(a, b, margin=gates.spec_margin, alpha=policy.alpha, names=names)
         medians = {side: {metric: statistics.median(xs) for metric in LEVEL_METRICS
                           if (xs := m.samples(metric)) and not any(math.isnan(x) for x in xs)}
                    for side, m in (("spec", spec), ("baseline", base))}
         wl = spec.workload
-        sweep = {"level": level, "kind": "request_rate" if wl.request_rate is not None else "concurrency",
-                 "value": wl.request_rate if wl.request_rate is not None else wl.concurrency,
-                 "spec": spec_p.name, "baseline": base_p.name, "metric": LEVEL_METRIC, "margin": gates.spec_margin,
+        kind, value = ("request_rate", wl.request_rate) if wl.request_rate is not None else ("concurrency",
+                                                                                             wl.concurrency)
+        sweep = {"level": level, "kind": kind, "value": value,
+                 "spec": spec_name, "baseline": base_name, "metric": LEVEL_METRIC, "margin": gates.spec_margin,
                  "speedup": gate.ratio, "verdict": gate.verdict.value,
                  "spec_metrics": medians["spec"], "baseline_metrics": medians["baseline"]}
-        rows.append(ReportRow(key=f"{spec_p.name} vs {base_p.name} ({level}, {LEVEL_METRIC})", n=gate.n_a,
+        rows.append(ReportRow(key=f"{spec_name} vs {base_name} ({level}, {LEVEL_METRIC})", n=gate.n_a,
                               median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0], ci_high=_ci(a)[1],
                               baseline_median=statistics.median(b), change=gate.ratio - 1, p=gate.p_pass,
                               verdict=gate.verdict.value, samples=tuple(a), message=gate.message,
                               extra={"sweep": sweep}))
-        judged.append((sweep["kind"], float(sweep["value"]), gate.verdict.value))
+        judged.append((kind, float(value), gate.verdict.value))
         p99 = ", ".join(f"{k} {medians['spec'].get(k, float('nan')):.1f}/{medians['baseline'].get(k, float('nan')):.1f}"
                         for k in ("p99_ttft_ms", "p99_tpot_ms"))
         lines.append(f"{level}: {gate.verdict.value} ({gate.ratio:.2f}x {LEVEL_METRIC}; {p99} ms spec/baseline)")
@@ -319,12 +257,12 @@ def speculation_by_level(session: Session) -> Verdict:
         message = found.message + ("" if minimum is None else f"; min_crossover_concurrency = {minimum}: {gate_text}")
         lines.append(f"crossover concurrency: {message}")
         shown = gate_text if minimum is not None else "crossover" if found.level is not None else "no crossover"
-        rows.append(ReportRow(key=f"{spec_p.name} vs {base_p.name} crossover concurrency", n=len(by_concurrency),
+        rows.append(ReportRow(key=f"{spec_name} vs {base_name} crossover concurrency", n=len(by_concurrency),
                               median=found.level if found.level is not None else math.inf,  # none: "inf"
                               unit="requests",
                               baseline_median=float(minimum) if minimum is not None else None,
                               verdict=shown, message=message,
-                              extra={"crossover": {"spec": spec_p.name, "baseline": base_p.name,
+                              extra={"crossover": {"spec": spec_name, "baseline": base_name,
                                                    "level": found.level, "verdict": found.verdict,
                                                    "minimum": minimum, "gate": gate_text, "message": message,
                                                    "levels": [lv for lv in levels

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specwatch.errors import UsageError
-from specwatch.report.table import ReportRow
+from specwatch.judge.verdict import ReportRow
 from specwatch.store.result import Result, ResultSet
 
 #: The key of a worker's record in xdist's ``workeroutput``.

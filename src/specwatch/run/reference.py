@@ -7,39 +7,40 @@ pooled over every baseline of it (``baselines/<class>/machine-term.json``, :mod:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from specwatch.run.session import Session
+from specwatch.run.evidence import Reference
+from specwatch.run.options import Config
 
 
-@dataclass(frozen=True)
-class Reference:
-    """What a drift gate compares against."""
+class RunFacts(Protocol):
+    """What the reference needs of the run (the Session gives it): its configuration, its machine (class,
+    fingerprint, the commit under test), and a way to say a warning once per run."""
 
-    samples: list[float]
-    source: str
-    sessions: Sequence[Sequence[float]]  # per recording session, when the baseline kept several
-    extra: dict[str, Any]  # as recorded: runs, max_new_tokens, concurrency, ...
-    note: str = ""  # which sessions count, or that none was recorded on this machine
-    yardsticks: tuple[Any, ...] = ()  # each session's machine yardstick (None: none recorded)
-    machine: str | None = None  # this run's machine, labelled as the sessions are (None: a reference file)
-    machine_term: Any = None  # the class's hardware machine term of this metric (store.machineterm), when recorded
+    @property
+    def config(self) -> Config: ...
+
+    def machine_class(self) -> str: ...
+
+    def fingerprint(self) -> dict[str, Any]: ...
+
+    def commit(self) -> str | None: ...
+
+    def warn_once(self, text: str) -> None: ...
 
 
-def reference_samples(session: Session, profile: str, workload: str, metric: str) -> Reference | str:
+def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -> Reference | str:
     """Samples to compare against (``--specwatch-reference`` file, else the stored baseline), with their
-    source, sessions, recorded workload and this run's machine; or, when there are none, a message saying
-    how to record them. The baseline's fingerprint warning is said once per run, not once per drift test."""
+    source, sessions, recorded workload, this run's machine and yardstick and the machine class's spread of the
+    key; or, when there are none, a message saying how to record them. The baseline's fingerprint warning is
+    said once per run (:meth:`RunFacts.warn_once`), not once per drift test."""
     from specwatch.judge.compare import MIN_SESSIONS
     from specwatch.store import machineterm
     from specwatch.store.baseline import BaselineStore
     from specwatch.store.machine import run_machine
     from specwatch.store.result import ResultSet, make_key
 
-    cfg = session.config
+    cfg = run.config
     if cfg.reference:
         rs = ResultSet.load(cfg.path(cfg.reference))
         found = rs.get(make_key(profile, workload, metric))
@@ -47,24 +48,24 @@ def reference_samples(session: Session, profile: str, workload: str, metric: str
             return f"the reference file {cfg.reference} has no result {make_key(profile, workload, metric)}"
         return Reference(list(found.samples), f"reference {cfg.reference}", [], dict(found.extra))
     store = BaselineStore(cfg.path(cfg.baseline_dir))
-    mc = session.machine_class()
+    mc = run.machine_class()
     base = store.load(mc, profile)
     if base is None:
         return store.missing_message(mc, profile)
     entry = base.get(workload, metric)
     if entry is None:
         return f"baseline {store.path_for(mc, profile)} has no {workload}/{metric}; re-record it"
-    fp = session.fingerprint()
+    fp = run.fingerprint()
     warning = base.fingerprint_warning(fp)
-    if warning and warning not in session._warned:
-        session._warned.add(warning)
-        session.progress(warning)
-    machine = run_machine(fp, session.commit())
+    if warning:
+        run.warn_once(warning)
+    machine = run_machine(fp, run.commit())
     samples, sessions, note = entry.reference_for(None, MIN_SESSIONS, machine=machine)
     yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(None, MIN_SESSIONS, machine=machine))
     term = machineterm.load(store.root, mc).get(metric)
     return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
-                     dict(entry.extra), note, yardsticks, machine, term)
+                     dict(entry.extra), note, yardsticks, machine, term,
+                     class_spread=store.class_spread(mc, workload, metric), run_yardstick=fp.get("yardstick"))
 
 
-__all__ = ["Reference", "reference_samples"]
+__all__ = ["RunFacts", "reference_samples"]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specwatch.checks.lossless import GreedyMemo
 from specwatch.errors import EXIT_INFRA, InfraError, ServerUnavailable, UsageError
@@ -19,11 +19,16 @@ from specwatch.load.workload import Workload
 from specwatch.load.workload import resolve as resolve_workload
 from specwatch.profiles.loading import load_profiles, single_server_profiles, with_device
 from specwatch.profiles.profile import ProfileSet, ServerProfile
+from specwatch.run.evidence import Reference
 from specwatch.run.machine_probe import fingerprint_fields, yardstick_before_boot
 from specwatch.run.options import Config
 from specwatch.run.record import PAYLOAD_KEY, RunRecord
-from specwatch.run.reference import Reference, reference_samples
+from specwatch.run.reference import reference_samples
 from specwatch.server.pool import RunningServer, ServerPool
+
+if TYPE_CHECKING:
+    from specwatch.judge.verdict import ReportRow
+    from specwatch.load.measure import Measurement
 
 Progress = Callable[[str], None]
 
@@ -46,9 +51,9 @@ class Session:
     worker_id: str | None = None
     worker_count: int = 1
     findings: list[CheckNote] = field(default_factory=list)
-    measurements: dict[tuple[str, str], Any] = field(default_factory=dict)
-    measurements_alternating: dict[tuple[str, ...], Any] = field(default_factory=dict)
-    verdict_rows: list[Any] = field(default_factory=list)
+    measurements: dict[tuple[str, str], Measurement] = field(default_factory=dict)
+    measurements_alternating: dict[tuple[str, ...], tuple[Measurement, Measurement]] = field(default_factory=dict)
+    verdict_rows: list[ReportRow] = field(default_factory=list)
     #: greedy outputs (ids and logprobs) per (profile, prompts, max_new_tokens) for the lossless check
     greedy_outputs: GreedyMemo = field(default_factory=GreedyMemo)
     started: float = field(default_factory=time.time)
@@ -151,7 +156,7 @@ class Session:
         set's [workload] table applied, under the command line's run counts."""
         return resolve_workload(name, self.profiles.workload).with_overrides(self.config.runs, self.config.warmup)
 
-    def measure(self, role_or_name: str, workload: str = "single-stream", *, pooled: bool = False) -> Any:
+    def measure(self, role_or_name: str, workload: str = "single-stream", *, pooled: bool = False) -> Measurement:
         """Measure a workload on a server once per session (memoised).
 
         ``pooled`` (the perf gates): when a relative gate boots this server in alternation anyway,
@@ -203,7 +208,8 @@ class Session:
         last = pairs[1][1 - pairs[1].index(mid)]
         return [first, mid, last], pairs
 
-    def measure_pair(self, first: str, second: str, workload: str = "single-stream") -> tuple[Any, Any]:
+    def measure_pair(self, first: str, second: str,
+                     workload: str = "single-stream") -> tuple[Measurement, Measurement]:
         """Measurements of two servers for a relative gate (memoised per pair).
 
         With ``gates.alternate_rounds`` = 1 these are the ordinary memoised measurements. With more
@@ -229,7 +235,7 @@ class Session:
                 self.measurements.setdefault((name, workload), merged[name])
         return self.measurements_alternating[key]
 
-    def _rounds(self, order: list[str], workload: str) -> dict[str, Any]:
+    def _rounds(self, order: list[str], workload: str) -> dict[str, Measurement]:
         """Boot the servers of ``order`` afresh every round (or, with ``interleave_runs``, both up at
         once, runs interleaved), each with its share of the workload's runs; the pooled measurements."""
         from dataclasses import replace
@@ -240,7 +246,7 @@ class Session:
         rounds = gates.alternate_rounds
         wl = self.workload(workload)
         share = replace(wl, runs=max(1, -(-wl.runs // rounds)))
-        merged: dict[str, Any] = {}
+        merged: dict[str, Measurement] = {}
         for r in range(rounds):
             if gates.interleave_runs:
                 a, b = order
@@ -294,18 +300,15 @@ class Session:
         return sha if out.returncode == 0 and len(sha) == 40 else None
 
     def reference_samples(self, profile: str, workload: str, metric: str) -> Reference | str:
-        """Samples to compare against, with this run's machine; or a message saying how to record them
-        (:func:`specwatch.run.reference.reference_samples`)."""
+        """Samples to compare against, with this run's machine and its class's spread; or a message saying how
+        to record them (:func:`specwatch.run.reference.reference_samples`)."""
         return reference_samples(self, profile, workload, metric)
 
-    def class_spread(self, workload: str, metric: str) -> tuple[float, str] | None:
-        """The session-to-session spread measured for this machine class (its stored baselines)."""
-        from specwatch.store.baseline import BaselineStore
-
-        if self.config.reference:
-            return None
-        return BaselineStore(self.config.path(self.config.baseline_dir)).class_spread(
-            self.machine_class(), workload, metric)
+    def warn_once(self, text: str) -> None:
+        """Say a warning once per run (a baseline's fingerprint warning, met by every drift test)."""
+        if text not in self._warned:
+            self._warned.add(text)
+            self.progress(text)
 
     def note(self, check: str, profile: str, ok: bool, summary: str) -> None:
         """Record a check's conclusion, once, for later diagnosis of perf failures."""

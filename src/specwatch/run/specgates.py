@@ -12,32 +12,32 @@ verify cycle's cost against its baseline, with the break-even accept length besi
   each for drift. An eager verify shows here as a cycle-cost jump even where no graph counter exists:
   a second path to the case study's root cause.
 
-Both record their rows themselves (:func:`specwatch.run.gates.recorded`); :func:`summary_lines` prints
-one line per speculative server from those rows, and :func:`add_row_results` writes the break-even
-samples into the results file, so history and change points see them.
+Both judge evidence (measurements, :class:`~specwatch.run.evidence.References` looked up when needed, the
+run's :class:`~specwatch.run.evidence.Policy`); :mod:`specwatch.run.gatekeeper` gathers it from the Session
+and records their rows. :func:`summary_lines` prints one line per speculative server from those rows, and
+:func:`add_row_results` writes the break-even samples into the results file, so history and change points
+see them.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from specwatch.errors import UsageError
 from specwatch.judge import compare, cyclecost, spechealth, stats
-from specwatch.judge.verdict import Status, Verdict
-from specwatch.report.table import ReportRow
+from specwatch.judge.verdict import ReportRow, Status, Verdict
 from specwatch.run import specread
-from specwatch.run.gates import recorded
+from specwatch.run.evidence import Policy, Reference, References
 from specwatch.store.result import Result, ResultSet, make_key
 
 if TYPE_CHECKING:
     from specwatch.load.measure import Measurement
-    from specwatch.run.session import Reference, Session
 
-__all__ = ["ACCEPT_GATE", "ACCEPT_KEYS", "CYCLE_GATE", "CYCLE_KEYS", "HEALTH", "RESULT", "accept_length_vs_baseline",
-           "add_row_results", "cycle_cost_vs_baseline", "gated_keys", "probe", "summary_lines"]
+__all__ = ["ACCEPT_GATE", "ACCEPT_KEYS", "CYCLE_GATE", "CYCLE_KEYS", "HEALTH", "RESULT", "Explain",
+           "accept_length_vs_baseline", "add_row_results", "cycle_cost_vs_baseline", "gated_keys", "summary_lines"]
 
 ACCEPT_GATE, CYCLE_GATE = "accept length vs baseline", "cycle cost vs baseline"
 #: The extra key of these gates' rows that the summary line reads, and of a row that carries a result.
@@ -56,30 +56,13 @@ def gated_keys(speculative: bool) -> tuple[tuple[str, str], ...]:
     return ACCEPT_KEYS + CYCLE_KEYS if speculative else ()
 
 
-def probe(session: Session, name: str) -> Measurement:
-    """The greedy probe's measurement of server ``name`` (once per session; kept with the session's
-    measurements, so its per-prompt counts reach the results file and the baselines), its length the
-    profile set's ``[workload] max_new_tokens`` when it sets one."""
-    from specwatch.load.measure import measure
-
-    key = (name, specread.PROBE.name)
-    if key not in session.measurements:
-        length = session.profiles.workload.get("max_new_tokens", specread.PROBE.max_new_tokens)
-        wl = replace(specread.PROBE, max_new_tokens=int(length))
-        session.measurements[key] = measure(session.server(name), wl, session.progress)
-    return session.measurements[key]
+#: What explains changed greedy prompts whose output changed too (the lossless check against the plain server,
+#: :func:`specwatch.run.gatekeeper.accept_length_vs_baseline`): the comparison, with each such prompt judged.
+Explain = Callable[[spechealth.GreedyComparison], spechealth.GreedyComparison]
 
 
-def _reference(session: Session, profile: str, workload: str, metric: str) -> Reference | str:
-    """The stored reference of a key, or why there is none (remembered for the summary)."""
-    ref = session.reference_samples(profile, workload, metric)
-    if isinstance(ref, str):
-        session.missing_baseline(make_key(profile, workload, metric), ref)
-    return ref
-
-
-def _no_reference(name: str, session: Session, profile: str, why: str, rows: list[ReportRow]) -> Verdict:
-    if session.config.require_baseline:
+def _no_reference(name: str, policy: Policy, profile: str, why: str, rows: list[ReportRow]) -> Verdict:
+    if policy.require_baseline:
         return Verdict(name, Status.FAIL, f"{why} (--specwatch-require-baseline: a gate with nothing to compare "
                                           "against fails)", profile=profile, rows=rows)
     return Verdict(name, Status.SKIP, why, profile=profile, rows=rows)
@@ -93,21 +76,6 @@ def _median(xs: list[float]) -> float | None:
 # Accept length
 
 
-def _explain(session: Session, prof: Any, cmp: spechealth.GreedyComparison) -> spechealth.GreedyComparison:
-    """Changed prompts whose output changed too, judged by the lossless check against the plain server."""
-    from specwatch.checks import lossless_live
-
-    moved = [c for c in cmp.changes if not c.output_same]
-    base = session.profiles.for_role("baseline")
-    if not moved or base is None or base.name == prof.name or session.config.server_url:
-        return cmp
-    verdict = lossless_live.check(session, base, prof, [c.now.prompt for c in moved], moved[0].now.max_new_tokens)
-    diffs = getattr(verdict.details, "diffs", None)
-    if diffs is None:
-        return cmp
-    return spechealth.explain(cmp, {c.now.key: d.identical for c, d in zip(moved, diffs, strict=True)})
-
-
 def _recorded_counts(ref: Reference) -> list[spechealth.PromptCount]:
     try:
         return [spechealth.PromptCount.from_dict(d) for d in ref.extra.get("per_prompt") or []]
@@ -115,54 +83,53 @@ def _recorded_counts(ref: Reference) -> list[spechealth.PromptCount]:
         raise UsageError(f"{ref.source}: {exc}; re-record it with --update-baselines") from None
 
 
-@recorded
-def accept_length_vs_baseline(session: Session, profile: str) -> Verdict:
+def accept_length_vs_baseline(probe: Measurement, single: Measurement, references: References, policy: Policy, *,
+                              profile: str, explain: Explain | None = None) -> Verdict:
     """Each greedy prompt's verify count against the recorded one (exact), and the aggregate accept
-    length's drift; fails on a changed prompt the target's own output does not explain, or on a drift."""
-    prof = session.profile_for(profile)
-    if prof.speculative is None:
-        return Verdict.skip(ACCEPT_GATE, "not a speculative server: no accept length", prof.name)
-    now = specread.counts(probe(session, prof.name))
-    single = session.measure(prof.name, SINGLE, pooled=True)
+    length's drift; fails on a changed prompt the target's own output does not explain, or on a drift.
+    ``probe``: the greedy probe's measurement (:data:`specread.PROBE`); ``single``: the single-stream one;
+    ``explain``: what judges changed prompts whose output changed too (None: they stay findings)."""
+    now = specread.counts(probe)
     xs, source = specread.accept_samples(single)
     if not now and not xs:
         return Verdict.skip(ACCEPT_GATE, "the server reports no accept length: no per-request verify counts "
-                                         "(meta_info.spec_verify_ct) and no Decode lines with one", prof.name)
-    health: dict[str, Any] = {"profile": prof.name, "part": "accept", "value": _median(xs), "source": source}
+                                         "(meta_info.spec_verify_ct) and no Decode lines with one", profile)
+    health: dict[str, Any] = {"profile": profile, "part": "accept", "value": _median(xs), "source": source}
     rows: list[ReportRow] = []
     lines: list[str] = []
-    if session.config.update_baselines:
+    if policy.update_baselines:
         health["verdict"] = "recorded"
-        rows.append(ReportRow(key=make_key(prof.name, SINGLE, specread.ACCEPT), n=len(xs), median=_median(xs) or 0.0,
+        rows.append(ReportRow(key=make_key(profile, SINGLE, specread.ACCEPT), n=len(xs), median=_median(xs) or 0.0,
                               unit=specread.UNITS[specread.ACCEPT][0], samples=tuple(xs), extra={HEALTH: health}))
-        return Verdict(ACCEPT_GATE, Status.SKIP, f"--update-baselines: {prof.name}'s accept length is being recorded "
-                       f"({len(now)} greedy prompts)", profile=prof.name, rows=rows)
+        return Verdict(ACCEPT_GATE, Status.SKIP, f"--update-baselines: {profile}'s accept length is being recorded "
+                       f"({len(now)} greedy prompts)", profile=profile, rows=rows)
     greedy: bool | None = None
     (probe_wl, probe_metric), (single_wl, single_metric) = ACCEPT_KEYS
-    ref = _reference(session, prof.name, probe_wl, probe_metric)
+    ref = references.judged(profile, probe_wl, probe_metric)
     if not now:
         lines.append("greedy: the server reports no per-request verify counts (meta_info.spec_verify_ct): judged "
                      "by the aggregate accept length alone, as under sampling")
     elif isinstance(ref, str):
         lines.append(f"greedy: {ref}")
     else:
-        cmp = _explain(session, prof, spechealth.compare_prompts(now, _recorded_counts(ref)))
+        cmp = spechealth.compare_prompts(now, _recorded_counts(ref))
+        cmp = explain(cmp) if explain is not None else cmp
         greedy = cmp.ok if cmp.compared else None
         lines += cmp.lines()
-        rows.append(ReportRow(key=f"{prof.name}/{specread.PROBE.name}/verify counts", n=cmp.compared,
+        rows.append(ReportRow(key=f"{profile}/{specread.PROBE.name}/verify counts", n=cmp.compared,
                               median=float(cmp.compared - len(cmp.findings)), unit="prompts unchanged",
                               verdict="pass" if cmp.ok else "regression", message=cmp.reason()))
     drifted: bool | None = None
-    ref2 = _reference(session, prof.name, single_wl, single_metric) if xs else "no accept length measured"
+    ref2 = references.judged(profile, single_wl, single_metric) if xs else "no accept length measured"
     if isinstance(ref2, str):
         lines.append(f"aggregate ({SINGLE}): {ref2}")
     else:
-        cmp2, basis = spechealth.accept_drift(xs, ref2.samples, alpha=session.config.alpha,
+        cmp2, basis = spechealth.accept_drift(xs, ref2.samples, alpha=policy.alpha,
                                               sessions=ref2.sessions or None, machine=ref2.machine,
-                                              class_spread=session.class_spread(SINGLE, specread.ACCEPT))
+                                              class_spread=ref2.class_spread)
         drifted = cmp2.is_regression
         lines += [f"aggregate ({SINGLE}; {source}) vs {ref2.source}: {cmp2.message}", f"  {basis.note}"]
-        rows.append(ReportRow.from_comparison(make_key(prof.name, SINGLE, specread.ACCEPT), cmp2,
+        rows.append(ReportRow.from_comparison(make_key(profile, SINGLE, specread.ACCEPT), cmp2,
                                               unit=specread.UNITS[specread.ACCEPT][0], samples=xs,
                                               median_ci=stats.bootstrap_median_ci(xs),
                                               extra={"reference": ref2.source, "tolerance_basis": basis.note}))
@@ -172,92 +139,83 @@ def accept_length_vs_baseline(session: Session, profile: str) -> Verdict:
     if rows:  # the summary line reads the gate's last row
         rows[-1] = replace(rows[-1], extra={**rows[-1].extra, HEALTH: health})
     else:
-        rows.append(ReportRow(key=make_key(prof.name, SINGLE, specread.ACCEPT), n=len(xs), median=_median(xs) or 0.0,
+        rows.append(ReportRow(key=make_key(profile, SINGLE, specread.ACCEPT), n=len(xs), median=_median(xs) or 0.0,
                               unit=specread.UNITS[specread.ACCEPT][0], samples=tuple(xs), extra={HEALTH: health}))
-    message = f"{prof.name} accept length:\n" + "\n".join(lines)
+    message = f"{profile} accept length:\n" + "\n".join(lines)
     if greedy is None and drifted is None:
-        return _no_reference(ACCEPT_GATE, session, prof.name, message, rows)
+        return _no_reference(ACCEPT_GATE, policy, profile, message, rows)
     failed = greedy is False or bool(drifted)
     reason = lines[0].removeprefix("greedy: ") if greedy is False else next(
         (ln for ln in lines if ln.startswith("aggregate")), lines[0])
     return Verdict(ACCEPT_GATE, Status.FAIL if failed else Status.PASS, message, reason if failed else "",
-                   profile=prof.name, rows=rows)
+                   profile=profile, rows=rows)
 
 
 # ----------------------------------------------------------------------------------------------
 # The cycle's cost
 
 
-def _drift(session: Session, profile: str, workload: str, metric: str, xs: list[float],
-           tolerance: float) -> tuple[compare.Comparison | None, str]:
+def _drift(ref: Reference | str, metric: str, xs: list[float], policy: Policy) -> tuple[compare.Comparison | None, str]:
     """(the drift of a lower-is-better time against its reference, the line that says it)."""
-    ref = _reference(session, profile, workload, metric)
     if isinstance(ref, str):
         return None, f"{metric}: {ref}"
-    cmp, basis = compare.drift(xs, ref.samples, higher_is_better=False, requested=tolerance,
-                               alpha=session.config.alpha, sessions=ref.sessions or None, machine=ref.machine,
-                               class_spread=session.class_spread(workload, metric))
+    cmp, basis = compare.drift(xs, ref.samples, higher_is_better=False, requested=policy.tolerance,
+                               alpha=policy.alpha, sessions=ref.sessions or None, machine=ref.machine,
+                               class_spread=ref.class_spread)
     return cmp, f"{metric} vs {ref.source}: {cmp.message}\n  {basis.note}"
 
 
-def _change(session: Session, profile: str, workload: str, metric: str, xs: list[float]) -> float | None:
+def _change(ref: Reference | str, xs: list[float]) -> float | None:
     """The relative change of a median against its stored reference (None: no reference or samples)."""
-    ref = session.reference_samples(profile, workload, metric)
     if isinstance(ref, str) or not xs or not ref.samples:
         return None
     return statistics.median(xs) / statistics.median(ref.samples) - 1
 
 
-@recorded
-def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = SINGLE) -> Verdict:
+def cycle_cost_vs_baseline(measurement: Measurement, references: References, policy: Policy, *, profile: str,
+                           workload: str = SINGLE,
+                           plain: Callable[[], tuple[str, Measurement] | None] | None = None) -> Verdict:
     """A speculative server's time per draft+verify cycle over busy time, and its break-even (the cycle over
     the plain server's decode step, both measured in this run), against their baselines. Fails on a
     regression of the break-even, which a machine that is slower overall leaves unchanged; without a plain
-    server to divide by, on a regression of the cycle time itself."""
-    prof = session.profile_for(profile)
-    if prof.speculative is None:
-        return Verdict.skip(CYCLE_GATE, f"a plain server: its decode step is recorded ({prof.name}/{workload}/"
-                                        f"{specread.STEP}) as the break-even's divisor; its own drift is the "
-                                        "throughput drift gate's (decode_tok_s: the same time, inverted)", prof.name)
-    m = session.measure(prof.name, workload, pooled=True)
+    server to divide by, on a regression of the cycle time itself. ``plain``: the plain server's name and
+    measurement, measured only once the cycle cost can be read (None: the run has no plain server)."""
+    m = measurement
     reading = specread.cycle_reading(m)
     xs, source = reading.samples()
     if not xs or not reading.speculative:
         return Verdict.skip(CYCLE_GATE, f"no busy Decode windows with an accept length and no per-request verify "
-                                        f"counts ({reading.describe()}): the cycle cost cannot be read", prof.name)
-    base_p = session.profiles.for_role("baseline")
-    base_m = (session.measure(base_p.name, workload, pooled=True)
-              if base_p is not None and base_p.name != prof.name and base_p.speculative is None else None)
+                                        f"counts ({reading.describe()}): the cycle cost cannot be read", profile)
+    base_name, base_m = (plain() if plain is not None else None) or (None, None)
     econ = specread.economics(m, base_m)
     ratio, ratio_source = cyclecost.ratio_samples(reading, econ.step) if econ.step is not None else ([], "")
-    health: dict[str, Any] = {"profile": prof.name, "part": "cycle", "speculative": True, "cycle_ms": _median(xs),
+    health: dict[str, Any] = {"profile": profile, "part": "cycle", "speculative": True, "cycle_ms": _median(xs),
                               "source": source, "break_even": econ.break_even, "step_ms": econ.decode_step_ms,
                               "economics": econ.verdict, "predicted": econ.predicted_speedup,
                               "measured": econ.measured_speedup}
     unit, ci = specread.UNITS[specread.CYCLE][0], stats.bootstrap_median_ci(xs)
-    rows = [ReportRow(key=make_key(prof.name, workload, specread.CYCLE), n=len(xs), median=statistics.median(xs),
+    rows = [ReportRow(key=make_key(profile, workload, specread.CYCLE), n=len(xs), median=statistics.median(xs),
                       unit=unit, samples=tuple(xs), higher_is_better=False, ci_low=ci[0], ci_high=ci[1],
                       extra={HEALTH: health})]
     if ratio:
-        result = Result.make(prof.name, workload, specread.RATIO, unit=specread.UNITS[specread.RATIO][0],
+        result = Result.make(profile, workload, specread.RATIO, unit=specread.UNITS[specread.RATIO][0],
                              higher_is_better=False, samples=ratio,
-                             extra={"source": ratio_source, "baseline": base_p.name if base_p else None,
+                             extra={"source": ratio_source, "baseline": base_name,
                                     "concurrency": m.workload.concurrency, "max_new_tokens": m.workload.max_new_tokens})
         rows.append(ReportRow(key=result.key, n=len(ratio), median=statistics.median(ratio), unit="x",
                               samples=tuple(ratio), higher_is_better=False, extra={RESULT: result.to_dict()}))
-    lines = [f"{prof.name} {workload}: {reading.describe()}; recorded as {specread.CYCLE} from {source}",
+    lines = [f"{profile} {workload}: {reading.describe()}; recorded as {specread.CYCLE} from {source}",
              *econ.lines()]
-    if session.config.update_baselines:
+    if policy.update_baselines:
         health["verdict"] = "recorded"
         return Verdict(CYCLE_GATE, Status.SKIP, "--update-baselines: the cycle cost is being recorded, not "
-                       "compared\n" + "\n".join(lines), profile=prof.name, rows=rows)
-    tol = prof.tolerance or session.config.tolerance
+                       "compared\n" + "\n".join(lines), profile=profile, rows=rows)
     (_, cycle_metric), (_, ratio_metric) = CYCLE_KEYS
-    cmp, said = _drift(session, prof.name, workload, cycle_metric, xs, tol)
+    cmp, said = _drift(references.judged(profile, workload, cycle_metric), cycle_metric, xs, policy)
     rcmp = None
     if ratio:
-        rcmp, rsaid = _drift(session, prof.name, workload, ratio_metric, ratio, tol)
-        lines.append(f"break-even (cycle / {base_p.name if base_p else 'plain'} step, {ratio_source}; gated): {rsaid}")
+        rcmp, rsaid = _drift(references.judged(profile, workload, ratio_metric), ratio_metric, ratio, policy)
+        lines.append(f"break-even (cycle / {base_name or 'plain'} step, {ratio_source}; gated): {rsaid}")
         lines.append(f"cycle time alone (reported; the break-even is gated, a machine slower overall moves both "
                      f"servers): {said}")
     else:
@@ -273,14 +231,14 @@ def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = SINGL
     rows = [replace(r, gated=got is judged) for r, got in zip(rows, (cmp, rcmp), strict=False)]
     if judged is None:
         health["verdict"] = "not judged"
-        return _no_reference(CYCLE_GATE, session, prof.name, "\n".join(lines), rows)
+        return _no_reference(CYCLE_GATE, policy, profile, "\n".join(lines), rows)
     failed = judged.is_regression
     cause = ""
     if failed or (cmp is not None and cmp.is_regression):
-        step_change = (_change(session, base_p.name, workload, specread.STEP, econ.step.samples()[0])
-                       if base_p is not None and econ.step is not None else None)
+        step_change = (_change(references.read(base_name, workload, specread.STEP), econ.step.samples()[0])
+                       if base_name is not None and econ.step is not None else None)
         cause = cyclecost.cycle_cause(cmp.change if cmp is not None else None, step_change,
-                                      _change(session, prof.name, workload, specread.ACCEPT,
+                                      _change(references.read(profile, workload, specread.ACCEPT),
                                               specread.accept_samples(m)[0]))
         if not failed:  # a failure says it first
             lines.append(f"not gated: {cause}")
@@ -289,7 +247,7 @@ def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = SINGL
     reason = (f"{what} rose {judged.change:+.1%} against the baseline (median {judged.median_current:.3g} vs "
               f"{judged.median_reference:.3g}, p={judged.p:.2g}); {cause}" if failed else "")
     text = "\n".join(([reason] if failed else []) + lines)  # a failure says its cause first
-    return Verdict(CYCLE_GATE, Status.FAIL if failed else Status.PASS, text, reason, profile=prof.name, rows=rows)
+    return Verdict(CYCLE_GATE, Status.FAIL if failed else Status.PASS, text, reason, profile=profile, rows=rows)
 
 
 # ----------------------------------------------------------------------------------------------

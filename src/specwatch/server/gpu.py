@@ -68,15 +68,15 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int]:
     if visible is not None:
         if all(tok.isdigit() for tok in visible):
             return list(dict.fromkeys(int(tok) for tok in visible))
-        picked = select_visible(_nvidia_smi(["--query-gpu=uuid", "--format=csv,noheader"]), visible)
+        picked = select_visible(nvidia_smi(["--query-gpu=uuid", "--format=csv,noheader"]), visible)
         if picked is None:
             raise UsageError(f"CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} names a GPU UUID or MIG "
                              "instance that nvidia-smi does not list once: give GPU indices or full UUIDs")
         return picked
-    return [int(m.group(1)) for line in _nvidia_smi(["-L"]) if (m := re.match(r"GPU (\d+):", line))]
+    return [int(m.group(1)) for line in nvidia_smi(["-L"]) if (m := re.match(r"GPU (\d+):", line))]
 
 
-def _nvidia_smi(args: list[str]) -> list[str]:
+def nvidia_smi(args: list[str]) -> list[str]:
     """Non-empty output lines of ``nvidia-smi ARGS``; [] without nvidia-smi or when it fails."""
     if not shutil.which("nvidia-smi"):
         return []

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from specwatch.engines.registry import signatures
-from specwatch.server.gpu import _nvidia_smi
+from specwatch.server.gpu import nvidia_smi
 
 __all__ = ["neighbours", "server_kind"]
 
@@ -80,7 +80,7 @@ def neighbours(own: Iterable[int] = ()) -> list[str]:
             parents[info["pid"]] = info["ppid"]
     servers = [text for pid, text in sorted(found.items()) if parents[pid] not in found]  # a worker's main speaks
     gpu = []
-    for line in _nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"]):
+    for line in nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"]):
         pid_text, _, rest = line.partition(",")
         if pid_text.strip().isdigit() and int(pid_text) not in mine and int(pid_text) not in found:
             name, _, memory = rest.partition(",")
