@@ -105,4 +105,15 @@ def test_process_titles_and_launches_come_from_the_engines_signatures() -> None:
 
 def test_the_protocol_module_lists_what_it_defines() -> None:
     assert sorted(protocol.__all__) == sorted(["CAPABILITIES", "Capabilities", "Engine", "Identity", "MetricNames",
-                                               "Pieces", "ProcessSignature"])
+                                               "Pieces", "ProcessSignature", "ServerProfile",
+                                               "SpeculativeSettings"])
+
+
+def test_a_profile_is_what_an_engine_reads() -> None:
+    """engines/ types a profile structurally (no import of profiles/, so no cycle): the real one fits."""
+    from specwatch.profiles.profile import ServerProfile, Speculative
+
+    prof: protocol.ServerProfile = ServerProfile(name="p", speculative=Speculative(num_steps=2))
+    assert prof.speculative is not None and prof.speculative.num_steps == 2
+    assert all(hasattr(prof, m) for m in ("model", "tp", "device", "extra_args", "launcher", "python",
+                                          "max_running_requests", "cuda_graph_max_bs", "decode_log_interval"))

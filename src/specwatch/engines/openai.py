@@ -13,7 +13,7 @@ from specwatch.engines.protocol import Capabilities, Identity, MetricNames, Piec
 from specwatch.errors import UsageError
 
 if TYPE_CHECKING:
-    from specwatch.profiles.profile import ServerProfile
+    from specwatch.engines.protocol import ServerProfile
 
 __all__ = ["OPENAI", "OpenAICompatible", "unbootable"]
 

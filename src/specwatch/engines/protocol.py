@@ -9,11 +9,9 @@ Pure: stdlib only (a profile is typed, never imported at run time).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from specwatch.profiles.profile import ServerProfile
+from typing import Protocol
 
 __all__ = [
     "CAPABILITIES",
@@ -23,7 +21,54 @@ __all__ = [
     "MetricNames",
     "Pieces",
     "ProcessSignature",
+    "ServerProfile",
+    "SpeculativeSettings",
 ]
+
+
+class SpeculativeSettings(Protocol):
+    """What an engine reads of a profile's speculative settings (``profiles.profile.Speculative`` has them)."""
+
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def draft_model(self) -> str | None: ...
+    @property
+    def num_steps(self) -> int | None: ...
+    @property
+    def eagle_topk(self) -> int | None: ...
+    @property
+    def num_draft_tokens(self) -> int | None: ...
+
+
+class ServerProfile(Protocol):
+    """What an engine reads of one server's profile (``profiles.profile.ServerProfile`` has it): a structural
+    type, so that engines/ imports nothing of the tester, not even for type checking (no import cycle)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def extra_args(self) -> Sequence[str]: ...
+    @property
+    def launcher(self) -> str: ...
+    @property
+    def python(self) -> str: ...
+    @property
+    def max_running_requests(self) -> int | None: ...
+    @property
+    def cuda_graph_max_bs(self) -> int | None: ...
+    @property
+    def decode_log_interval(self) -> int | None: ...
+    @property
+    def speculative(self) -> SpeculativeSettings | None: ...
 
 #: Capability names a check may ask for (the fields of :class:`Capabilities`).
 CAPABILITIES = ("boots", "native_api", "metrics", "decode_lines", "meta_info", "graph_counters", "process_tree")

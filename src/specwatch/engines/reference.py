@@ -13,7 +13,7 @@ from specwatch.engines.protocol import Capabilities, Identity, MetricNames, Piec
 from specwatch.engines.sglang import EAGLE_FAMILY, SGLANG, TITLE_ROLES, release, shared_pieces
 
 if TYPE_CHECKING:
-    from specwatch.profiles.profile import ServerProfile
+    from specwatch.engines.protocol import ServerProfile
 
 __all__ = ["ALGORITHMS", "MODULE", "REFERENCE", "Reference"]
 

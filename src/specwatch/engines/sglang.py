@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from specwatch.engines.protocol import Capabilities, Identity, MetricNames, Pieces, ProcessSignature
 
 if TYPE_CHECKING:
-    from specwatch.profiles.profile import ServerProfile
+    from specwatch.engines.protocol import ServerProfile
 
 __all__ = [
     "ALGORITHMS",
