@@ -4,6 +4,7 @@ run's policy in, a Verdict with typed rows out; nothing of the session is needed
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,44 @@ def test_a_gate_module_imports_no_session(module: str) -> None:
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {n for n in names if n.startswith(("specwatch.run.session", "specwatch.run.gatekeeper"))}
+
+
+class _Run:
+    """RunFacts of a run on the H200 lease that recorded the real-SGLang baselines."""
+
+    def __init__(self, baseline_dir: Path, fingerprint: dict) -> None:
+        from specwatch.run.options import Config
+
+        self.config = Config(baseline_dir=str(baseline_dir))
+        self._fp = fingerprint
+        self.said: list[str] = []
+
+    def machine_class(self) -> str:
+        return "h200x1"
+
+    def fingerprint(self) -> dict:
+        return self._fp
+
+    def commit(self) -> str | None:
+        return None
+
+    def warn_once(self, text: str) -> None:
+        self.said.append(text)
+
+
+def test_a_reference_recorded_beside_another_server_says_so_in_every_verdict() -> None:
+    """The real-SGLang baselines of 2026-12-03 were recorded beside another lane's server on the same GPU: the
+    plain step read 2.11 ms there and 1.37 ms alone, and the cycle-cost gate's break-even 'rose' 42 %. Every verdict
+    against such a reference names what shared the host; a quiet reference says nothing."""
+    from specwatch.run.reference import reference_samples, shared_note
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "validation" / "data" / "2026-12-03-sglang-x1" / "baselines"
+    recorded = json.loads((root / "h200x1" / "sgl-plain.json").read_text())
+    run = _Run(root, recorded["machine"])
+    ref = reference_samples(run, "sgl-plain", "single-stream", "decode_step_ms")
+    assert not isinstance(ref, str)
+    assert "recorded while SGLang server (pid 609) shared the host: that load is in the reference" in ref.source
+    assert shared_note({"shared_host": True, "shared_with": []}) == ""  # xdist siblings alone: judged alike
+    assert shared_note({"shared_host": False}) == ""
+    assert shared_note({"shared_host": True, "shared_with": ["a", "b", "c", "d"]}).startswith(
+        "; recorded while a, b, c and 1 more shared the host")

@@ -7,6 +7,7 @@ pooled over every baseline of it (``baselines/<class>/machine-term.json``, :mod:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from specwatch.run.evidence import Reference
@@ -46,7 +47,8 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
         found = rs.get(make_key(profile, workload, metric))
         if found is None:
             return f"the reference file {cfg.reference} has no result {make_key(profile, workload, metric)}"
-        return Reference(list(found.samples), f"reference {cfg.reference}", [], dict(found.extra))
+        return Reference(list(found.samples), f"reference {cfg.reference}{shared_note(found.extra)}", [],
+                         dict(found.extra))
     store = BaselineStore(cfg.path(cfg.baseline_dir))
     mc = run.machine_class()
     base = store.load(mc, profile)
@@ -63,9 +65,25 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
     samples, sessions, note = entry.reference_for(None, MIN_SESSIONS, machine=machine)
     yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(None, MIN_SESSIONS, machine=machine))
     term = machineterm.load(store.root, mc).get(metric)
-    return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded})", sessions,
+    return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded}){shared_note(entry.extra)}",
+                     sessions,
                      dict(entry.extra), note, yardsticks, machine, term,
                      class_spread=store.class_spread(mc, workload, metric), run_yardstick=fp.get("yardstick"))
 
 
-__all__ = ["RunFacts", "reference_samples"]
+def shared_note(extra: Mapping[str, Any]) -> str:
+    """``; recorded while ... shared the host`` when a reference was measured beside other inference servers or GPU
+    processes (its ``shared_with``, as the measurement recorded them): said in every verdict against it, since
+    their load is in its numbers. On one H200 a plain SGLang decode step recorded beside another lane read 2.11 ms
+    and 1.37 ms alone; the cycle-cost gate read that as the break-even rising 42 %
+    (docs/validation/data/2026-12-03-sglang-perf-x1). Other xdist workers alone are not named: a CPU baseline
+    recorded under xdist is judged by runs under xdist."""
+    others = [str(n) for n in extra.get("shared_with") or ()]
+    if not extra.get("shared_host") or not others:
+        return ""
+    what = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (f"; recorded while {what} shared the host: that load is in the reference (re-record on a quiet host, "
+            f"--specwatch-replace-baselines)")
+
+
+__all__ = ["RunFacts", "reference_samples", "shared_note"]
