@@ -90,7 +90,7 @@ SPEEDS = {"concurrency-1": (200.0, 100.0), "concurrency-4": (400.0, 200.0), "con
 def _session(gate_table: dict[str, Any]) -> SimpleNamespace:
     profiles = parse_profiles({**PROFILES, "gates": gate_table}, "sweep.toml")
     session = SimpleNamespace(profiles=profiles, config=SimpleNamespace(alpha=0.05), measurements={},
-                              verdict_rows=[])
+                              verdict_rows=[], fingerprint=lambda: {"engine": "reference"})
 
     def measure(name: str, level: str) -> Measurement:
         spec_tok_s, base_tok_s = SPEEDS[level]

@@ -104,7 +104,8 @@ def _session(tmp_path: Path, servers: list[dict[str, Any]], speeds: dict[str, li
                                "gates": gate_table or {}}, "p.toml")
     config = SimpleNamespace(alpha=0.01, baseline_dir=str(tmp_path / "baselines"), path=Path)
     session = SimpleNamespace(profiles=profiles, config=config, verdict_rows=[], machine_class=lambda: "ci-cpu",
-                              findings_for=lambda name: [])
+                              findings_for=lambda name: [],
+                              fingerprint=lambda: {"engine": "reference", "engine_version": "0.0-test"})
     session.measure_pair = lambda a, b, workload: (_measurement(a, speeds[a]), _measurement(b, speeds[b]))
     return session
 
@@ -163,7 +164,8 @@ def test_the_machine_class_round_spread_is_pooled_in(tmp_path: Path) -> None:
     speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
     verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert verdict.failed, verdict.message  # one round, judged against the recorded 1.7% spread
-    assert "4 earlier A/B run(s) of decode_tok_s on ci-cpu, any key" in verdict.message
+    assert "4 earlier A/B run(s) of decode_tok_s of reference on ci-cpu, any key" in verdict.message
+    assert verdict.message.endswith("engine: reference 0.0-test")  # the engine it judged, in every verdict
     assert "over 12 df" in verdict.message
 
 

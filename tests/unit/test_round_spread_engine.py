@@ -106,3 +106,20 @@ def test_the_real_sglang_slowdown_is_never_called_no_regression() -> None:
     design = rounds.RoundSettings.make(2, 3, None).design
     _, verdict, why, _ = rounds.judge_key(ratios, True, plan_key(key, others, design, None, "sglang"), design)
     assert verdict != rounds.NO_REGRESSION, why
+
+
+def test_the_ab_table_names_the_engine_and_version_of_each_side(tmp_path: Path) -> None:
+    from specwatch.revisions import ab
+    from specwatch.revisions.memo import GOOD, RevisionRun
+
+    def side(name: str, version: str | None) -> RevisionRun:
+        path = tmp_path / f"{name}.json"
+        ResultSet(results=[Result.make("p", "w", "decode_tok_s", unit="tok/s", higher_is_better=True, samples=[1.0])],
+                  machine={"engine": "sglang", "engine_version": version}).save(path)
+        return RevisionRun(name, name, GOOD, "ok", 0, str(path), 1.0, "now", "s")
+
+    same = rounds.Rounds(keys=[], rounds=2, last={"base": side("b", "0.5.16"), "head": side("h", "0.5.16")})
+    assert ab._engines(same) == " (sglang 0.5.16)"
+    upgrade = rounds.Rounds(keys=[], rounds=2, last={"base": side("b2", "0.5.16"), "head": side("h2", "0.5.17")})
+    assert ab._engines(upgrade) == " (base sglang 0.5.16, head sglang 0.5.17)"
+    assert ab._engines(rounds.Rounds(keys=[], rounds=0)) == ""

@@ -128,6 +128,19 @@ def run_ab(
     return outcome
 
 
+def _engines(outcome: Rounds) -> str:
+    """`` (sglang 0.5.16)`` when both sides ran one engine version, `` (base sglang 0.5.16, head sglang 0.5.17)``
+    when they differ, '' when the results record none: every verdict says what it judged."""
+    from specwatch.revisions.rounds import engine_label_of
+
+    labels = {name: engine_label_of(m.results) for name, m in outcome.last.items()}
+    if not any(labels.values()):
+        return ""
+    if len(set(labels.values())) == 1:
+        return f" ({next(iter(labels.values()))})"
+    return " (" + ", ".join(f"{name} {label or 'unrecorded'}" for name, label in sorted(labels.items())) + ")"
+
+
 def report(outcome: Rounds, out: TextIO) -> int:
     """Print each key's verdict; the exit code: 1 regression, 6 slower, 3 unsure, 0 no regression."""
     from specwatch.report.table import ReportRow, summary_table
@@ -137,7 +150,8 @@ def report(outcome: Rounds, out: TextIO) -> int:
                       higher_is_better=k.higher_is_better, message=k.message,
                       change_basis="the paired rounds' (head/base in each round, their geometric mean)")
             for k in outcome.keys]
-    print(summary_table(rows, title=f"specwatch ab: head against base, {outcome.rounds} alternating rounds, "
+    print(summary_table(rows, title=f"specwatch ab{_engines(outcome)}: head against base, {outcome.rounds} "
+                                    f"alternating rounds, "
                                     f"tolerance {tolerances(outcome.plans) if outcome.plans else '-'}"), file=out)
     for k in outcome.keys:
         ratios = " ".join(f"{(r - 1) * 100:+.1f}%" for r in k.round_ratios)

@@ -302,6 +302,16 @@ def engine_of(results: str | None) -> str:
         return ""
 
 
+def engine_label_of(results: str | None) -> str:
+    """``sglang 0.5.16``: the engine and version a results file's machine records ('' when none or unreadable)."""
+    from specwatch.store.machine import engine_text
+
+    try:
+        return engine_text(ResultSet.load(results).machine) if results else ""
+    except (SpecwatchError, OSError):
+        return ""
+
+
 def machine_class_of(results: str | None) -> str | None:
     """The machine class a results file records (None when it cannot be read)."""
     try:

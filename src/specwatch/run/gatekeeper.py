@@ -40,9 +40,20 @@ def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
     def run(session: Session, *args: Any, **kwargs: Any) -> Verdict:
         verdict = gate(session, *args, **kwargs)
         session.verdict_rows.extend(verdict.rows)
-        return verdict
+        return _with_engine(session, verdict)
 
     return run
+
+
+def _with_engine(session: Session, verdict: Verdict) -> Verdict:
+    """A judged verdict's message ends with the engine and version it judged (``engine: sglang 0.5.16``), as
+    the fingerprint records them; a skip is left as it is."""
+    from specwatch.store.machine import engine_text
+
+    if verdict.status is Status.SKIP:
+        return verdict
+    engine = engine_text(session.fingerprint())
+    return replace(verdict, message=f"{verdict.message}\nengine: {engine}") if engine else verdict
 
 
 def _policy(session: Session, prof: ServerProfile) -> Policy:
@@ -72,12 +83,14 @@ def _references(session: Session) -> References:
 def _round_prior(session: Session, server: str, workload: str) -> tuple[RoundPrior | None, str]:
     """The round spread earlier A/B runs recorded for this machine class, and where it comes from: the
     boot-to-boot term a relative gate pools with its own rounds (None: none recorded). ``server``'s own
-    key when its runs give enough degrees of freedom, else every run of decode tok/s
-    (:meth:`RoundSpread.prior_for`, the rule ``specwatch ab`` uses)."""
+    key when its runs give enough degrees of freedom, else every run of decode tok/s of its engine
+    (:meth:`RoundSpread.prior_for`, the rule ``specwatch ab`` uses: another engine's boot-to-boot luck is none
+    of this one's)."""
     from specwatch.store.roundspread import RoundSpread
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
-    return spread.prior_for(f"{server}/{workload}/{gates.DECODE_METRIC}")
+    engine = session.profiles.servers[server].engine if server in session.profiles.servers else ""
+    return spread.prior_for(f"{server}/{workload}/{gates.DECODE_METRIC}", engine)
 
 
 # -- throughput -----------------------------------------------------------------------------------

@@ -108,14 +108,14 @@ class RoundSpread:
     def _runs_for(self, key: str, engine: str = "") -> tuple[list[RoundRun], str]:
         """The runs that give ``key``'s spread and what they are: its own, else its metric's (see the module).
 
-        With ``engine`` named, its own runs are those of that engine or of none recorded, and the metric's
-        are that engine's only: another engine's boot-to-boot spread says nothing of this one's."""
+        With ``engine`` named, runs that name another engine are left out, its own and its metric's: another
+        engine's boot-to-boot spread says nothing of this one's (runs recorded before engines were kept count)."""
         own = [r for r in self.runs if r.key == key and len(r.ratios) >= 2 and r.engine in ("", engine or r.engine)]
         if sum(len(r.ratios) - 1 for r in own) >= MIN_KEY_DF:
             return own, f"{len(own)} earlier A/B run(s) of this key on {self.machine_class} ({self.path})"
         metric = key.rsplit("/", 1)[-1]
         same = [r for r in self.runs
-                if r.metric == metric and len(r.ratios) >= 2 and (not engine or r.engine == engine)]
+                if r.metric == metric and len(r.ratios) >= 2 and r.engine in ("", engine or r.engine)]
         of = f"{metric} of {engine}" if engine else metric
         return same, f"{len(same)} earlier A/B run(s) of {of} on {self.machine_class}, any key ({self.path})"
 
