@@ -573,3 +573,29 @@ def test_a_run_whose_tests_failed_records_no_baseline_unless_asked_and_a_shared_
     assert "while the host was shared (sglang (pid 4242)) in 1 measurement(s) (eagle3-tuned/single-stream)" in loud
     _, quiet = _run(tmp_path, 100.0)
     assert not [x for x in quiet if "WARNING" in x or "NO BASELINE" in x]
+
+
+def test_a_key_whose_every_run_was_left_out_is_not_recorded_and_is_said(tmp_path: Path) -> None:
+    """Under load every run of a probe can arrive in one burst and be left out of decode_tok_s: recording then
+    keeps that key's earlier sessions (or records none) and says so, instead of failing the whole run (a
+    fresh-clone CI run beside a busy loop: 'eagle3/speculation-probe/decode_tok_s: no samples to record')."""
+    from specwatch.store.result import Result, ResultSet
+
+    store = BaselineStore(tmp_path)
+    first = ResultSet(results=[Result.make("p", "probe", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                                           samples=[100.0, 101.0]),
+                               Result.make("p", "single", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                                           samples=[90.0, 91.0])], machine={"machine_class": "c"})
+    store.record_all(first)
+    empty = ResultSet(results=[Result.make("p", "probe", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                                           samples=[]),
+                               Result.make("p", "single", "decode_tok_s", unit="tok/s", higher_is_better=True,
+                                           samples=[92.0, 93.0])], machine={"machine_class": "c"})
+    said: list[str] = []
+    store.record_all(empty, said=said)
+    base = store.load("c", "p")
+    assert base is not None
+    assert len(base.get("probe", "decode_tok_s").sessions) == 1  # kept, nothing added
+    assert len(base.get("single", "decode_tok_s").sessions) == 2
+    assert any("p/probe/decode_tok_s has no samples in this run" in s and "its 1 earlier session(s) kept" in s
+               for s in said), said

@@ -451,6 +451,12 @@ class BaselineStore:
         dropped = 0
         for r in mine:
             before = old.get(r.workload, r.metric) if old and not replace else None
+            if not r.samples:  # every run left out (bursts, no decode window): nothing to add, said
+                metrics.update({before.name: before} if before else {})
+                kept = f"its {len(before.sessions)} earlier session(s) kept" if before else "not recorded"
+                if said is not None:
+                    said.append(f"{path}: {r.key} has no samples in this run (every run was left out): {kept}")
+                continue
             m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
                                            earlier=before.sessions if before else None,
                                            host=fingerprint.get("host_id"), yardstick=fingerprint.get("yardstick"),
@@ -470,12 +476,8 @@ class BaselineStore:
     def record(self, machine_class: str, profile: str, fingerprint: Mapping[str, Any], commit: str | None,
                results: ResultSet | Iterable[Result], *, recorded: str | None = None,
                keep_sessions: int | None = None, replace: bool = False, said: list[str] | None = None) -> Path:
-        """Write the baseline of one profile from its results, atomically (the file's mode kept).
-
-        By default the session is added to the earlier ones (every one kept); ``keep_sessions`` keeps
-        only the last that many (this one included), ``replace`` drops every earlier one; ``said`` gets
-        one line when either drops a session.
-        """
+        """Write the baseline of one profile from its results, atomically (the file's mode kept): the session added
+        to the earlier ones, or only the last ``keep_sessions`` kept, or every earlier one dropped (``replace``)."""
         items = results.results if isinstance(results, ResultSet) else list(results)
         path, base = self._build(machine_class, profile, fingerprint, commit, items, recorded=recorded or utc_now(),
                                  keep_sessions=keep_sessions, replace=replace, said=said)
@@ -483,11 +485,8 @@ class BaselineStore:
 
     def record_all(self, results: ResultSet, *, machine_class: str | None = None, keep_sessions: int | None = None,
                    replace: bool = False, said: list[str] | None = None) -> list[Path]:
-        """Record one baseline per profile of a results file (its machine, commit and time), as :meth:`record`.
-
-        All or nothing: every existing target is loaded and every new document built before the
-        first file is written, so a broken baseline in the folder leaves every file as it was.
-        """
+        """Record one baseline per profile of a results file, as :meth:`record`; all or nothing: every new document
+        is built before the first file is written, so a broken baseline leaves every file as it was."""
         mc = machine_class or results.machine_class
         if not mc:
             raise UsageError("the results file has no machine.machine_class; pass the machine class")
