@@ -599,3 +599,26 @@ def test_a_key_whose_every_run_was_left_out_is_not_recorded_and_is_said(tmp_path
     assert len(base.get("single", "decode_tok_s").sessions) == 2
     assert any("p/probe/decode_tok_s has no samples in this run" in s and "its 1 earlier session(s) kept" in s
                for s in said), said
+
+
+def test_recording_some_keys_keeps_the_others_and_says_what_it_added(tmp_path: Path) -> None:
+    """A run that measured only some keys (``-k drift``, ``baseline update --metric``) adds a session to those and
+    leaves every other key of the baseline as it was: before, the others were dropped."""
+    from specwatch.store.result import Result, ResultSet
+
+    store = BaselineStore(tmp_path)
+    full = ResultSet(results=[Result.make("p", "single", m, unit="u", higher_is_better=True, samples=[1.0, 1.1])
+                              for m in ("decode_tok_s", "output_tok_s")], machine={"machine_class": "c"},
+                     created="2026-12-01T00:00:00+00:00")
+    store.record_all(full)
+    store.record_all(full)
+    some = ResultSet(results=[Result.make("p", "single", "accept_length", unit="tokens", higher_is_better=True,
+                                          samples=[2.0, 2.0])], machine={"machine_class": "c"},
+                     created="2026-12-03T00:00:00+00:00")
+    store.record_all(some)
+    base = store.load("c", "p")
+    assert base is not None and set(base.metrics) == {"single/decode_tok_s", "single/output_tok_s",
+                                                      "single/accept_length"}
+    assert len(base.get("single", "decode_tok_s").sessions) == 2
+    assert base.added().startswith("added session 1 (") and "1 key(s); 2 other key(s) kept as they were" in (
+        base.added())

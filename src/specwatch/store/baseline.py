@@ -247,12 +247,14 @@ class Baseline:
 
     def added(self) -> str:
         """What its last session added (a baseline update says it): its number, its machine (:func:`session_machine`),
-        that machine's sessions and all, and the keys."""
-        kept = max((m.sessions for m in self.metrics.values()), key=len, default=[]) or [{}]
-        machine = session_machine(kept[-1])
+        that machine's sessions and all, and the keys it added (keys it did not measure keep theirs)."""
+        new = [m for m in self.metrics.values() if m.sessions and m.sessions[-1].get("recorded") == self.recorded]
+        kept = max((m.sessions for m in new or self.metrics.values()), key=len, default=[]) or [{}]
+        machine, others = session_machine(kept[-1]), len(self.metrics) - len(new)
         mine = sum(1 for s in kept if session_machine(s) == machine)
         return (f"added session {len(kept)} ({machine}; {mine} session(s) of that machine, {len(kept)} in all), "
-                f"{len(self.metrics)} key(s)")
+                f"{len(new or self.metrics)} key(s)" + (f"; {others} other key(s) kept as they were" if new and others
+                                                          else ""))
 
     def reference(self, result: Result) -> BaselineMetric | None:
         """The stored metric matching a current result (same workload and metric)."""
@@ -404,12 +406,9 @@ class BaselineStore:
         return found
 
     def class_spread(self, machine_class: str, workload: str, metric: str) -> tuple[float, str] | None:
-        """The largest session-to-session spread of ``workload/metric`` among this machine class's
-        baselines with enough sessions, and where it was measured; None when none has enough.
-
-        The prior of a baseline with too few sessions of its own: the largest, so that no healthy
-        server is failed by a spread the class has shown.
-        """
+        """The largest session-to-session spread of ``workload/metric`` among this machine class's baselines with
+        enough sessions, and where it was measured (None: none has enough): the prior of a baseline with too few
+        sessions of its own, the largest, so that no healthy server is failed by a spread the class has shown."""
         from specwatch.judge import stats
         from specwatch.judge.compare import MIN_SESSIONS
 
@@ -466,6 +465,8 @@ class BaselineStore:
             metrics[m.name] = m
             had = old.get(r.workload, r.metric) if old else None
             dropped = max(dropped, (len(had.sessions) if had else 0) + 1 - len(m.sessions))
+        for name, unmeasured in (old.metrics.items() if old and not replace else ()):  # nothing lost
+            metrics.setdefault(name, unmeasured)
         if said is not None and dropped:
             said.append(f"replaced {path}: its {dropped} earlier session(s) dropped (asked for)" if replace else
                         f"{path}: kept the last {keep_sessions} session(s), dropped the {dropped} oldest (asked for)")
