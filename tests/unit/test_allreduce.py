@@ -108,13 +108,14 @@ def test_a_probe_past_its_timeout_is_killed_with_its_ranks() -> None:
 
 def test_a_hung_rank_is_reported_with_what_each_rank_printed_last() -> None:
     """Issue 19: a hang used to say only "killed". Now each rank's last lines are in the message:
-    rank 1 never joins, rank 0 waits in init_process_group for it."""
+    rank 1 never joins, rank 0 waits in init_process_group for it. The limit leaves room for two ranks to import
+    torch on a loaded 2-core machine (12 s did not, once, beside a busy neighbour: rank 0 had printed nothing)."""
     env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
     with pytest.raises(InfraError) as exc:
-        run_probe(env, world=2, sizes=[1024], device="cpu", graphed=False, calls=2, samples=3, timeout_s=12,
+        run_probe(env, world=2, sizes=[1024], device="cpu", graphed=False, calls=2, samples=3, timeout_s=40,
                   hang_rank=1)
     text = str(exc.value)
-    assert "did not finish in 12 s; killed" in text
+    assert "did not finish in 40 s; killed" in text
     assert "rank 0: [rank 0] init_process_group gloo, world 2" in text
     assert "rank 1: [rank 1] hanging before init_process_group" in text
     deadline = time.monotonic() + 10
