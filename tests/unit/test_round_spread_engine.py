@@ -9,7 +9,7 @@ only history there was), ended REGRESSION. Boot-to-boot luck is the engine's, no
 from __future__ import annotations
 
 import json
-import re
+import sys
 from pathlib import Path
 
 from specwatch.revisions import rounds
@@ -19,20 +19,10 @@ from specwatch.store.roundspread import RoundRun, RoundSpread
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "validation" / "data"
-LINE = re.compile(r"^\[ab\] round (\d+) (base|head): (\S+/decode_tok_s) ([\d.]+) tok/s")
 AA = DATA / "2026-12-03-sglang-ab-same-x1" / "sgl-ab-same.txt"
 SLOW = DATA / "2026-12-03-sglang-ab-x1" / "sgl-ab-slow.txt"
-
-
-def _ab_log(path: Path) -> tuple[str, list[float]]:
-    medians: dict[tuple[int, str], float] = {}
-    key = ""
-    for line in path.read_text().splitlines():
-        if m := LINE.match(line):
-            medians[(int(m[1]), m[2])] = float(m[4])
-            key = m[3]
-    n = sorted({r for r, _ in medians})
-    return key, [medians[(r, "head")] / medians[(r, "base")] for r in n]
+sys.path.insert(0, str(ROOT / "docs" / "validation"))
+from seed_round_spread import ab_log as _ab_log  # noqa: E402  (the one reader of an ab log's rounds)
 
 
 def _spread(runs: list[RoundRun]) -> RoundSpread:
