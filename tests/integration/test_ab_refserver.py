@@ -100,6 +100,11 @@ def _unsure_keys_are_undecided(stdout: str) -> list[str]:
     return [m.group(0) for m in unsure]
 
 
+def _shared_note(stdout: str) -> str:
+    """ab's note on rounds measured beside other servers ('' when it printed none)."""
+    return next((ln for ln in stdout.splitlines() if ln.startswith("[ab] note: ")), "")
+
+
 def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     # The default tolerance is the one the default looks (rounds 2-4) settle at the default round
     # spread of a class without history (15 %): a shared 2-core CI machine's rounds disagree by
@@ -116,6 +121,10 @@ def test_ab_of_a_revision_against_itself_is_no_regression(server_repo: tuple[Pat
         if out.returncode == 3:
             _unsure_keys_are_undecided(out.stdout)
         out = _ab(repo, base, base, tmp_path / "try-2")
+        if out.returncode in (1, 6) and "shared the host" in (note := _shared_note(out.stdout)):
+            # both tries measured beside other servers (another CI run's, another xdist worker's): their load is
+            # not the sides' alike, and ab says so; the rule's promise holds for exchangeable luck only
+            pytest.skip(f"ab A/A decided falsely twice, each time beside other servers, as ab says: {note[:600]}")
         assert out.returncode not in (1, 6), out.stdout[-4000:] + out.stderr[-2000:]
     if out.returncode == 3:
         # Unsure twice is an undecided verdict, not a wrong one: on a loaded 2-core machine rounds

@@ -113,3 +113,22 @@ def test_the_ab_table_names_the_engine_and_version_of_each_side(tmp_path: Path) 
     upgrade = rounds.Rounds(keys=[], rounds=2, last={"base": side("b2", "0.5.16"), "head": side("h2", "0.5.17")})
     assert ab._engines(upgrade) == " (base sglang 0.5.16, head sglang 0.5.17)"
     assert ab._engines(rounds.Rounds(keys=[], rounds=0)) == ""
+
+
+def test_ab_says_when_rounds_ran_beside_other_servers(tmp_path: Path) -> None:
+    from specwatch.revisions import ab
+    from specwatch.revisions.memo import GOOD, RevisionRun
+
+    def run(name: str, shared_with: list[str]) -> RevisionRun:
+        path = tmp_path / f"{name}.json"
+        ResultSet(results=[Result.make("p", "w", "decode_tok_s", unit="tok/s", higher_is_better=True, samples=[1.0],
+                                       extra={"shared_host": bool(shared_with), "shared_with": shared_with})],
+                  machine={"engine": "reference"}).save(path)
+        return RevisionRun(name, name, GOOD, "ok", 0, str(path), 1.0, "now", "s")
+
+    quiet = rounds.Rounds(keys=[], rounds=1, measurements=[run("b1", []), run("h1", [])])
+    assert ab._shared_rounds(quiet) == ""
+    loud = rounds.Rounds(keys=[], rounds=1, measurements=[run("b2", []), run("h2", ["reference server (pid 7)"])])
+    note = ab._shared_rounds(loud)
+    assert note.startswith("1 of 2 measurement(s) ran while reference server (pid 7) shared the host")
+    assert "a neighbour's need not" in note

@@ -128,6 +128,21 @@ def run_ab(
     return outcome
 
 
+def _shared_rounds(outcome: Rounds) -> str:
+    """One line when some rounds were measured beside other inference servers or GPU processes ('' when none
+    was): ab alternates the sides so that load falls on both alike, and a neighbour's load need not."""
+    from specwatch.revisions.rounds import neighbours_of
+
+    seen = {m.ident: neighbours_of(m.results) for m in outcome.measurements}
+    others = list(dict.fromkeys(n for names in seen.values() for n in names))
+    if not others:
+        return ""
+    what = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (f"{sum(1 for names in seen.values() if names)} of {len(seen)} measurement(s) ran while {what} shared the "
+            "host: ab assumes the load falls on both sides alike, and a neighbour's need not; a verdict here may be "
+            "theirs (re-run on a quiet host to be sure)")
+
+
 def _engines(outcome: Rounds) -> str:
     """`` (sglang 0.5.16)`` when both sides ran one engine version, `` (base sglang 0.5.16, head sglang 0.5.17)``
     when they differ, '' when the results record none: every verdict says what it judged."""
@@ -156,6 +171,8 @@ def report(outcome: Rounds, out: TextIO) -> int:
     for k in outcome.keys:
         ratios = " ".join(f"{(r - 1) * 100:+.1f}%" for r in k.round_ratios)
         print(f"{PREFIX} {k.key}: {k.verdict.replace('_', ' ')}: {k.message}; per round: {ratios}", file=out)
+    if shared := _shared_rounds(outcome):
+        print(f"{PREFIX} note: {shared}", file=out)
     verdict = outcome.verdict
     if verdict == REGRESSION:
         print(f"{PREFIX} REGRESSION: head is slower than base beyond the tolerance, measured in one session",

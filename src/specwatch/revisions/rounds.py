@@ -302,6 +302,16 @@ def engine_of(results: str | None) -> str:
         return ""
 
 
+def neighbours_of(results: str | None) -> list[str]:
+    """The other inference servers and GPU processes a results file's measurements saw on the host ([]: none, or
+    it cannot be read)."""
+    try:
+        found = ResultSet.load(results).results if results else []
+    except (SpecwatchError, OSError):
+        return []
+    return list(dict.fromkeys(str(n) for r in found for n in (r.extra.get("shared_with") or ())))
+
+
 def engine_label_of(results: str | None) -> str:
     """``sglang 0.5.16``: the engine and version a results file's machine records ('' when none or unreadable)."""
     from specwatch.store.machine import engine_text
