@@ -67,6 +67,12 @@ def _ab(repo: Path, base: str, head: str, tmp: Path) -> subprocess.CompletedProc
 def test_ab_flags_a_slowdown_injected_from_outside(server_repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, (base, head) = server_repo
     out = _ab(repo, base, head, tmp_path)
+    if out.returncode == 3:
+        # Unsure is never a failure (issue 31 item 6): beside another CI run the rounds read -21% +29% -83% -73%
+        # (spread 94%) and ab could not decide. Its bounds are checked to be truly undecided, and the skip quotes
+        # them; it never says "no regression" (exit 0) of the slowed head, which would fail below.
+        keys = _unsure_keys_are_undecided(out.stdout)
+        pytest.skip("ab of the slowed head unsure (undecided, not cleared): " + " | ".join(keys)[:1500])
     assert out.returncode == 1, out.stdout[-4000:] + out.stderr[-2000:]
     assert "REGRESSION" in out.stdout
     # ended at a look, not at the cap: the first (round 2) on a quiet host, a later one when load widens the rounds

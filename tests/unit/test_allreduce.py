@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 
 import psutil
 import pytest
@@ -88,29 +89,41 @@ def test_real_gloo_ranks_on_cpu() -> None:
     assert all(len(xs) == 3 and min(xs) > 0 for xs in run.samples_us.values())
 
 
-def _probe_processes() -> list[psutil.Process]:
+def _marked_env() -> tuple[dict[str, str], str]:
+    """A probe environment with a mark of this test's own: other tests' probes (another xdist worker's, another
+    checkout's) may run at the same time, and only this test's ranks must be gone."""
+    mark = uuid.uuid4().hex
+    return {**probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set()), "SPECWATCH_TEST_MARK": mark}, mark
+
+
+def _probe_processes(mark: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
-        if "specwatch.checks.allreduce_ranks" in " ".join(p.info["cmdline"] or []):
-            found.append(p)
+        if "specwatch.checks.allreduce_ranks" not in " ".join(p.info["cmdline"] or []):
+            continue
+        try:
+            if p.environ().get("SPECWATCH_TEST_MARK") == mark:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
     return found
 
 
 def test_a_probe_past_its_timeout_is_killed_with_its_ranks() -> None:
-    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    env, mark = _marked_env()
     with pytest.raises(InfraError, match=r"did not finish in 0\.5 s; killed"):
         run_probe(env, world=2, sizes=[1024], device="cpu", graphed=False, calls=2, samples=3, timeout_s=0.5)
     deadline = time.monotonic() + 10
-    while _probe_processes() and time.monotonic() < deadline:
+    while _probe_processes(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _probe_processes()
+    assert not _probe_processes(mark)
 
 
 def test_a_hung_rank_is_reported_with_what_each_rank_printed_last() -> None:
     """Issue 19: a hang used to say only "killed". Now each rank's last lines are in the message:
     rank 1 never joins, rank 0 waits in init_process_group for it. The limit leaves room for two ranks to import
     torch on a loaded 2-core machine (12 s did not, once, beside a busy neighbour: rank 0 had printed nothing)."""
-    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    env, mark = _marked_env()
     with pytest.raises(InfraError) as exc:
         run_probe(env, world=2, sizes=[1024], device="cpu", graphed=False, calls=2, samples=3, timeout_s=40,
                   hang_rank=1)
@@ -119,24 +132,24 @@ def test_a_hung_rank_is_reported_with_what_each_rank_printed_last() -> None:
     assert "rank 0: [rank 0] init_process_group gloo, world 2" in text
     assert "rank 1: [rank 1] hanging before init_process_group" in text
     deadline = time.monotonic() + 10
-    while _probe_processes() and time.monotonic() < deadline:
+    while _probe_processes(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _probe_processes()
+    assert not _probe_processes(mark)
 
 
 def test_a_hang_in_the_teardown_keeps_the_timings_with_a_note() -> None:
     """Issue 19, as seen on two H200s over sockets (2026-12-01): every rank timed every size, then
     the NCCL teardown never returned. The timings are whole (written before the teardown): kept,
     the ranks killed, and the run says so instead of failing."""
-    env = probe_env(allreduce.tuned_and_untuned(parse_profiles(TP2))[0], set())
+    env, mark = _marked_env()
     run = run_probe(env, world=2, sizes=[1024, 2048], device="cpu", graphed=False, calls=2, samples=3,
                     timeout_s=20, hang_teardown=True)
     assert sorted(run.samples_us) == [1024, 2048] and all(len(v) == 3 for v in run.samples_us.values())
     assert "hung in the teardown (destroy_process_group) after every size was timed" in run.note
     deadline = time.monotonic() + 10
-    while _probe_processes() and time.monotonic() < deadline:
+    while _probe_processes(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _probe_processes()
+    assert not _probe_processes(mark)
 
 
 def test_a_killed_caller_takes_the_probe_and_its_ranks_with_it(tmp_path) -> None:
