@@ -150,5 +150,9 @@ def test_an_eager_verify_fails_the_cycle_cost_gate_without_any_graph_counter(rec
             ln for ln in text.splitlines() if "cycle_ratio" in ln or ln.startswith("specwatch speculation"))[:1500])
     assert out.returncode == 1, _why(out)
     assert _failed(text) == {"test_cycle_cost_against_baseline[eagle3]"}, _why(out)
-    assert "break-even (cycle / plain step) rose" in text and "the speculative path itself got slower" in text
+    assert re.search(r"(break-even \(cycle / plain step\)|cycle_ms) rose", text), _why(out)
+    if "the speculative path itself got slower" not in text:
+        # Beside another CI run the plain step slowed too (by at least half the cycle's rise), and the cause then
+        # reads the machine's, as cycle_cause's rule says for such numbers: the gate still failed on the cycle
+        assert "the machine or the target model got slower" in text, _why(out)
     assert "CPU time of each server's processes, per run pair" in text  # the CPU servers' break-even
