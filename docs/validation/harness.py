@@ -425,8 +425,8 @@ def fresh_x1(p: Plan) -> None:
 
 
 
-def _sglang_setup(p: Plan) -> Step:
-    return Step("sglang-setup", [p.py, "docs/validation/sglang_kit.py", "setup"], 120)
+def _sglang_setup(p: Plan, *more: str) -> Step:
+    return Step("sglang-setup", [p.py, "docs/validation/sglang_kit.py", "setup", *more], 120)
 
 
 def sglang_x1(p: Plan) -> None:
@@ -504,6 +504,23 @@ def sglang_perf_x1(p: Plan) -> None:
     p.stages = [[[_sglang_setup(p),
                   p.pytest("sgl-perf", 420, "-m", "perf", "tests/perf", f"--specwatch-profiles={prof}", gpu="0",
                            baselines=p.s["sglang_baselines"])]]]
+
+
+def sglang_versions_x1(p: Plan) -> None:
+    """Real SGLang alone on one GPU: ``specwatch ab`` of 0.5.16 (base) against 0.5.17 (head), EAGLE-3 with CUDA
+    graphs, both on torch 2.11: did upgrading SGLang slow EAGLE-3? The 0.5.17 site is 0.5.16's kit with the
+    overlay (sglang 0.5.17, flashinfer 0.6.15.post1): a call carries one kit, so run this right after a call that
+    set up 0.5.16 on the same warm machine, carrying ``.kit/sglang-0.5.17-overlay.tar.xz``."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"),
+                  Step("sglang-overlay", [p.py, "docs/validation/sglang_kit.py", "overlay"], 120),
+                  _sgl_ab(p, "sgl-ab-versions", "docs/validation/sglang/eagle3-0.5.17.toml", 540, "3")]]]
+
+
+def sglang_aa_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 alone on one GPU: ``specwatch ab`` of the healthy EAGLE-3 server against itself, judged
+    with the round spread of its own engine (the rule that replaced the borrowed reference-server spread)."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"),
+                  _sgl_ab(p, "sgl-ab-same", "docs/validation/sglang/eagle3-base.toml", 420, "2")]]]
 
 
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
@@ -590,6 +607,11 @@ SCENARIOS = {s.name: s for s in (
              sglang_ab_x1),
     Scenario("sglang-perf-x1", "real SGLang 0.5.16 + EAGLE-3 alone on one GPU: pytest -m perf against the baselines "
              "recorded on it", "(new: issue 29)", sglang_perf_x1),
+    Scenario("sglang-versions-x1", "real SGLang alone on one GPU: specwatch ab of 0.5.16 against 0.5.17 (EAGLE-3, "
+             "CUDA graphs; the 0.5.17 overlay on the 0.5.16 kit of the call before)", "(new: issue 29, item 6)",
+             sglang_versions_x1),
+    Scenario("sglang-aa-x1", "real SGLang 0.5.16 alone on one GPU: specwatch ab of the healthy EAGLE-3 server "
+             "against itself, under its own engine's round spread", "(new: issue 29)", sglang_aa_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

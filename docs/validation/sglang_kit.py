@@ -2,7 +2,9 @@
 
     python docs/validation/sglang_kit.py build [--version 0.5.16]    # here (needs PyPI): .kit/sglang-<v>.tar.xz
     python docs/validation/sglang_kit.py list                        # the distributions, pinned, and each trim
+    python docs/validation/sglang_kit.py build --version 0.5.17 --overlay-on 0.5.16  # .kit/sglang-0.5.17-overlay.tar.xz
     python docs/validation/sglang_kit.py setup      # there (no network): kit into /tmp/sgl, models, JIT caches
+    python docs/validation/sglang_kit.py overlay    # there, after setup: /tmp/sgl-0.5.17/site = 0.5.16's + the overlay
     python docs/validation/sglang_kit.py save-jit "$OUT/jit-cache.tgz"   # there, after the servers ran
 
 Why a kit: the device has Python 3.12, torch 2.11.0+cu130, triton 3.6.0 and transformers 5.17, no network, and
@@ -107,6 +109,25 @@ KIT: dict[str, str] = {
     "cuda-python==13.4.4": "the metapackage sglang pins (the device's cuda-bindings answers)",
 }
 
+#: what another version pins differently (name -> version); 0.5.17 moved flashinfer (and helion and sgl-deep-gemm,
+#: neither carried; its new ``xxhash`` the device has). Read from each version's METADATA (Requires-Dist).
+VERSION_PINS: dict[str, dict[str, str]] = {
+    "0.5.16": {},
+    "0.5.17": {"flashinfer-python": "0.6.15.post1"},
+}
+
+
+def pins(version: str) -> list[str]:
+    """``sglang==version`` and every KIT pin, with the version's own pins in place of 0.5.16's."""
+    own = VERSION_PINS[version]
+    return [f"sglang=={version}", *(f"{n}=={own.get(n, v)}" for n, v in (pin.split("==") for pin in KIT))]
+
+
+def overlay_pins(version: str, base: str) -> list[str]:
+    """The pins of ``version`` that ``base``'s kit lacks: what an overlay on base's kit carries."""
+    return sorted(set(pins(version)) - set(pins(base)))
+
+
 #: (path under the unpacked site, least MiB it must have had) removed after unpacking; a path smaller than its
 #: floor, or missing, fails the build: the wheel changed, so the trim must be looked at again
 TRIMS: list[tuple[str, float]] = [
@@ -141,10 +162,10 @@ def _mib(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
 
-def download(version: str, wheels: Path) -> list[Path]:
-    """Every pinned wheel (and sglang's own) for CPython 3.12 on x86-64 Linux into ``wheels``."""
+def download(wanted_pins: list[str], wheels: Path) -> list[Path]:
+    """Every wheel of ``wanted_pins`` for CPython 3.12 on x86-64 Linux into ``wheels``."""
     wheels.mkdir(parents=True, exist_ok=True)
-    pins = [f"sglang=={version}", *KIT]
+    pins = list(wanted_pins)
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
            "3.12", "--implementation", "cp", "-d", str(wheels)]
     for plat in PLATFORMS:
@@ -172,11 +193,14 @@ def unpack_wheels(wheels: list[Path], site: Path) -> None:
     subprocess.run([*cmd, *map(str, wheels)], check=True, env=env)
 
 
-def trim(site: Path) -> list[str]:
-    """Apply TRIMS (each checked by size), drop the big sm90 kernel file's siblings, add the deep_gemm placeholder."""
+def trim(site: Path, overlay: bool = False) -> list[str]:
+    """Apply TRIMS (each checked by size), drop the big sm90 kernel file's siblings, add the deep_gemm placeholder.
+    An overlay applies only the trims under the packages it carries, and keeps the base's placeholder."""
     lines = []
     for rel, floor in TRIMS:
         path = site / rel
+        if overlay and not (site / rel.split("/")[0]).exists():
+            continue
         if not path.exists():
             raise SystemExit(f"sglang_kit: trim {rel}: not in the unpacked wheels (the wheel changed; look again)")
         size = _mib(path)
@@ -187,6 +211,8 @@ def trim(site: Path) -> list[str]:
         lines.append(f"trimmed {rel} ({size:.1f} MiB)")
     for pyc in site.rglob("__pycache__"):
         shutil.rmtree(pyc, ignore_errors=True)
+    if overlay:
+        return lines
     (site / "deep_gemm").mkdir(exist_ok=True)
     (site / "deep_gemm" / "__init__.py").write_text(DEEP_GEMM_PLACEHOLDER)
     lines.append("added deep_gemm placeholder")
@@ -222,11 +248,15 @@ def unpack(archive: Path, dest: Path) -> Path:
 JIT_CACHES = ("~/.triton/cache", "~/.cache/flashinfer", "~/.cache/tvm-ffi", "~/.cache/sglang")
 
 
-def setup(archive: Path, dest: Path, jit: Path | None) -> None:
-    """There: unpack the kit, make the models (docs/validation/sglang_models.py), restore the JIT caches."""
+def setup(archive: Path, dest: Path, jit: Path | None, if_missing: bool = False) -> None:
+    """There: unpack the kit, make the models (docs/validation/sglang_models.py), restore the JIT caches.
+    ``if_missing``: keep what an earlier call on this warm machine unpacked (a later call need not carry the kit)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import sglang_models
 
+    if if_missing and (dest / "site" / "sglang").is_dir() and (dest / "models").is_dir():
+        print(f"sglang_kit: {dest} is already set up (an earlier call on this machine); kept")
+        return
     if not archive.is_file():
         raise SystemExit(f"sglang_kit: {archive}: no kit (build it here with `sglang_kit.py build`, then name "
                          ".kit in the device call's carry)")
@@ -238,6 +268,41 @@ def setup(archive: Path, dest: Path, jit: Path | None) -> None:
         with tarfile.open(jit) as tar:
             tar.extractall("/", filter="tar")
         print(f"sglang_kit: JIT caches restored from {jit}")
+
+
+def _dist_of(entry: str) -> str:
+    """The normalised distribution name of a ``*.dist-info`` folder (``flashinfer_python-0.6.14.dist-info``)."""
+    return _norm(entry.split("-")[0])
+
+
+def overlay(archive: Path, base: Path, dest: Path) -> Path:
+    """There: ``dest/site`` = ``base`` (hard links) with each top-level package and dist-info the overlay carries
+    replaced by the overlay's. Returns the new site. Fails in one line when the base kit is not unpacked (a device
+    call that lands on a fresh machine: run ``setup`` first)."""
+    if not (base / "sglang").is_dir():
+        raise SystemExit(f"sglang_kit: {base}: no unpacked base kit (run `sglang_kit.py setup` first; a fresh machine "
+                         "has none)")
+    if not archive.is_file():
+        raise SystemExit(f"sglang_kit: {archive}: no overlay (build it here with `sglang_kit.py build --version V "
+                         "--overlay-on 0.5.16`, then name it in the device call's carry)")
+    t0 = time.monotonic()
+    tmp = dest / "overlay"
+    for path in (dest / "site", tmp):
+        if path.exists():
+            shutil.rmtree(path)
+    unpack(archive, tmp)
+    top = {e.name for e in (tmp / "site").iterdir()}
+    dists = {_dist_of(e) for e in top if e.endswith(".dist-info")}
+    subprocess.run(["cp", "-al", str(base), str(dest / "site")], check=True)
+    for e in list((dest / "site").iterdir()):
+        if e.name in top or (e.name.endswith(".dist-info") and _dist_of(e.name) in dists):
+            shutil.rmtree(e) if e.is_dir() else e.unlink()
+    for e in (tmp / "site").iterdir():
+        shutil.move(str(e), str(dest / "site" / e.name))
+    shutil.rmtree(tmp)
+    print(f"sglang_kit: {dest / 'site'} = {base} with {sorted(top)} from {archive.name} "
+          f"({time.monotonic() - t0:.1f} s)")
+    return dest / "site"
 
 
 def save_jit(out: Path) -> None:
@@ -254,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="sglang_kit.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
     b = sub.add_parser("build", help="download, unpack, trim and pack the kit into .kit/")
-    b.add_argument("--version", default="0.5.16", choices=["0.5.16", "0.5.17"])
+    b.add_argument("--version", default="0.5.16", choices=sorted(VERSION_PINS))
+    b.add_argument("--overlay-on", default=None, choices=sorted(VERSION_PINS),
+                   help="pack only what differs from this version's kit (.kit/sglang-<v>-overlay.tar.xz)")
     b.add_argument("--wheels", default=str(KIT_DIR / "wheels"), help="wheel cache (default .kit/wheels)")
     sub.add_parser("list", help="the pinned distributions and the trims")
     u = sub.add_parser("unpack", help="unpack a kit (on the device)")
@@ -264,11 +331,19 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--kit", default=str(KIT_DIR / "sglang-0.5.16.tar.xz"))
     st.add_argument("--dest", default="/tmp/sgl")
     st.add_argument("--jit", default=str(KIT_DIR / "jit-cache.tgz"))
+    st.add_argument("--if-missing", action="store_true", help="keep a kit an earlier call unpacked on this machine")
+    ov = sub.add_parser("overlay", help="there, after setup: another version's site, the base plus an overlay")
+    ov.add_argument("--kit", default=str(KIT_DIR / "sglang-0.5.17-overlay.tar.xz"))
+    ov.add_argument("--base", default="/tmp/sgl/site")
+    ov.add_argument("--dest", default="/tmp/sgl-0.5.17")
     sj = sub.add_parser("save-jit", help="on the device: pack the JIT caches into a .tgz")
     sj.add_argument("out")
     a = ap.parse_args(argv)
     if a.what == "setup":
-        setup(Path(a.kit), Path(a.dest), Path(a.jit) if a.jit else None)
+        setup(Path(a.kit), Path(a.dest), Path(a.jit) if a.jit else None, a.if_missing)
+        return 0
+    if a.what == "overlay":
+        overlay(Path(a.kit), Path(a.base), Path(a.dest))
         return 0
     if a.what == "save-jit":
         save_jit(Path(a.out))
@@ -282,12 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.what == "unpack":
         unpack(Path(a.archive), Path(a.dest))
         return 0
-    wheels = download(a.version, Path(a.wheels))
-    site = KIT_DIR / f"build-{a.version}" / "site"
+    wanted = overlay_pins(a.version, a.overlay_on) if a.overlay_on else pins(a.version)
+    wheels = download(wanted, Path(a.wheels))
+    name = f"sglang-{a.version}" + ("-overlay" if a.overlay_on else "")
+    site = KIT_DIR / ("build-" + a.version + ("-overlay" if a.overlay_on else "")) / "site"
     unpack_wheels(wheels, site)
-    for line in trim(site):
+    for line in trim(site, overlay=bool(a.overlay_on)):
         print(f"sglang_kit: {line}")
-    out = KIT_DIR / f"sglang-{a.version}.tar.xz"
+    out = KIT_DIR / f"{name}.tar.xz"
     size = pack(site, out)
     print(f"sglang_kit: {len(wheels)} wheels, {_mib(site):.0f} MiB unpacked -> {out.relative_to(ROOT)} "
           f"{size:.1f} MiB")
