@@ -5,7 +5,7 @@
     python docs/validation/sglang_kit.py build --version 0.5.17 --overlay-on 0.5.16  # .kit/sglang-0.5.17-overlay.tar.xz
     python docs/validation/sglang_kit.py setup      # there (no network): kit into /tmp/sgl, models, JIT caches
     python docs/validation/sglang_kit.py overlay    # there, after setup: /tmp/sgl-0.5.17/site = 0.5.16's + the overlay
-    python docs/validation/sglang_kit.py save-jit "$OUT/jit-cache.tgz"   # there, after the servers ran
+    python docs/validation/sglang_kit.py save-jit "$OUT/jit-cache.tar.xz" # there, after the servers ran
 
 Why a kit: the device has Python 3.12, torch 2.11.0+cu130, triton 3.6.0 and transformers 5.17, no network, and
 one call carries at most 64 MiB. SGLang 0.5.16 and 0.5.17 pin torch==2.11.0 (0.5.23 pins torch 2.14.1 and its
@@ -306,8 +306,8 @@ def overlay(archive: Path, base: Path, dest: Path) -> Path:
 
 
 def save_jit(out: Path) -> None:
-    """There: pack the JIT caches the servers filled, for the next call's ``setup --jit``."""
-    with tarfile.open(out, "w:gz") as tar:
+    """There: pack the JIT caches the servers filled (xz: 2 MiB, gzip 5), for the next call's ``setup --jit``."""
+    with tarfile.open(out, "w:xz") as tar:
         for rel in JIT_CACHES:
             path = Path(rel).expanduser()
             if path.exists():
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("setup", help="on the device: unpack the kit, make the models, restore the JIT caches")
     st.add_argument("--kit", default=str(KIT_DIR / "sglang-0.5.16.tar.xz"))
     st.add_argument("--dest", default="/tmp/sgl")
-    st.add_argument("--jit", default=str(KIT_DIR / "jit-cache.tgz"))
+    st.add_argument("--jit", default=str(KIT_DIR / "jit-cache.tar.xz"))
     st.add_argument("--if-missing", action="store_true", help="keep a kit an earlier call unpacked on this machine")
     ov = sub.add_parser("overlay", help="there, after setup: another version's site, the base plus an overlay")
     ov.add_argument("--kit", default=str(KIT_DIR / "sglang-0.5.17-overlay.tar.xz"))
