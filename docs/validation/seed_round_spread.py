@@ -15,7 +15,15 @@ Every run written names its result key, its source file and how its ratios were 
   sessions of 23:28-23:35; the seventh is another lease): paired the same way, both metrics.
 
 * Real SGLang 0.5.16 + EAGLE-3 on h200x1 (``2026-12-03-sglang-ab-x1/sgl-ab-slow.txt``,
-  ``2026-12-03-sglang-ab-same-x1/sgl-ab-same.txt``): ``specwatch ab`` logs, engine ``sglang``.
+  ``2026-12-03-sglang-ab-same-x1/sgl-ab-same.txt``, and 0.5.16 against 0.5.17 in
+  ``2026-12-03-sglang-versions-x1/sgl-ab-versions.txt``, cut by its call's limit after two whole rounds):
+  ``specwatch ab`` logs, engine ``sglang``. And the two identical EAGLE-3 servers of each real-SGLang perf
+  session (``sgl-eagle3`` and ``sgl-eagle3-untuned``: they differ only in NCCL variables, which one rank never
+  reads), booted one after the other on one GPU: one A/A round per session (``2026-12-03-sglang-perf-x1``,
+  ``2026-12-03-sglang-perf-x1-2``), ``decode_tok_s``.
+
+The real-SGLang runs are also written to the validation store of real SGLang
+(``docs/validation/sglang/baselines/h200x1/round-spread.json``), whose baselines the drift gate judges with them.
 
 Every run names its engine: ``reference`` (the reference server) for sessions 1-8, ``sglang`` for the real
 server; a key borrows only its own engine's spread (store/roundspread.py says why).
@@ -46,8 +54,9 @@ def ab_log(path: Path) -> tuple[str, list[float]]:
         if m := LINE.match(line):
             medians[(int(m[1]), m[2])] = float(m[4])
             key = m[3]
-    rounds = sorted({r for r, _ in medians})
-    return key, [medians[(r, "head")] / medians[(r, "base")] for r in rounds if (r, "head") in medians]
+    rounds = sorted({r for r, _ in medians})  # a log cut by its call's time limit may end inside a round
+    return key, [medians[(r, "head")] / medians[(r, "base")] for r in rounds
+                 if (r, "head") in medians and (r, "base") in medians]
 
 
 def alternate_pairs(values: list[float]) -> list[float]:
@@ -65,6 +74,12 @@ def boots(path: Path, metric: str) -> list[float]:
     return [statistics.median(b["levels"]["0"][metric]) for b in data["boots"] if "0" in b["levels"]]
 
 
+def twin_ratio(path: Path) -> float:
+    """sgl-eagle3-untuned's single-stream decode tok/s median over sgl-eagle3's, in one perf results file."""
+    found = {r["key"]: statistics.median(r["samples"]) for r in json.loads(path.read_text())["results"]}
+    return found["sgl-eagle3-untuned/single-stream/decode_tok_s"] / found["sgl-eagle3/single-stream/decode_tok_s"]
+
+
 def main() -> None:
     h1: list[RoundRun] = []
     for log in [*sorted((DATA / "session6").glob("call*-ab-*.txt")), *sorted((DATA / "session7").glob("s7a-ab-*.txt"))]:
@@ -79,10 +94,19 @@ def main() -> None:
             h1.append(RoundRun(metric, tuple(ratios), "2026-11-29",
                                f"consecutive healthy boots on one GPU, paired as A/A rounds: {path}",
                                f"{profile}/single-stream/{metric}", REF))
+    sgl: list[RoundRun] = []
     for log in (DATA / "2026-12-03-sglang-ab-x1" / "sgl-ab-slow.txt",
-                DATA / "2026-12-03-sglang-ab-same-x1" / "sgl-ab-same.txt"):
+                DATA / "2026-12-03-sglang-ab-same-x1" / "sgl-ab-same.txt",
+                DATA / "2026-12-03-sglang-versions-x1" / "sgl-ab-versions.txt"):
         key, ratios = ab_log(log)
-        h1.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-03", f"ab log {log}", key, "sglang"))
+        sgl.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-03", f"ab log {log}", key, "sglang"))
+    twins = [twin_ratio(DATA / name / "sgl-perf.json") for name in ("2026-12-03-sglang-perf-x1",
+                                                                     "2026-12-03-sglang-perf-x1-2")]
+    sgl.append(RoundRun("decode_tok_s", tuple(twins), "2026-12-03",
+                        "identical servers sgl-eagle3-untuned / sgl-eagle3 booted one after the other, one A/A round "
+                        "per perf session: docs/validation/data/2026-12-03-sglang-perf-x1{,-2}/sgl-perf.json",
+                        "sgl-eagle3/single-stream/decode_tok_s", "sglang"))
+    h1 += sgl
     x2: list[RoundRun] = []
     for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
         key, ratios = ab_log(log)
@@ -95,8 +119,9 @@ def main() -> None:
             x2.append(RoundRun(metric, tuple(alternate_pairs(medians)), "2026-11-29",
                                f"consecutive recording sessions of one lease, paired as A/A rounds: {path} "
                                f"(sessions 1-6)", f"{profile}/single-stream/{metric}", REF))
-    for machine_class, runs in (("h200x1", h1), ("h200x2-nvlink", x2)):
-        spread = RoundSpread(Path("baselines") / machine_class / "round-spread.json", machine_class, runs)
+    for folder, machine_class, runs in (("baselines", "h200x1", h1), ("baselines", "h200x2-nvlink", x2),
+                                        ("docs/validation/sglang/baselines", "h200x1", sgl)):
+        spread = RoundSpread(Path(folder) / machine_class / "round-spread.json", machine_class, runs)
         print(spread.save())
         for key in sorted({r.key for r in runs}):
             engine = next(r.engine for r in runs if r.key == key)

@@ -111,6 +111,9 @@ class _Run:
     def warn_once(self, text: str) -> None:
         self.said.append(text)
 
+    def engine_of(self, server: str) -> str:
+        return "sglang"
+
 
 def test_a_reference_recorded_beside_another_server_says_so_in_every_verdict() -> None:
     """The real-SGLang baselines of 2026-12-03 were recorded beside another lane's server on the same GPU: the

@@ -87,15 +87,22 @@ def test_the_real_sglang_aa_run_is_no_regression_at_its_own_engines_spread() -> 
     assert before == rounds.REGRESSION  # the false alarm the device printed (exit 1)
 
 
-def test_the_real_sglang_slowdown_is_never_called_no_regression() -> None:
-    """The server slowed from outside its code (-31 %, -16 % in two rounds): at its own engine's spread it is
-    still shown slower or left open, never cleared."""
+def test_the_real_sglang_slowdown_is_never_cleared_beyond_what_the_rounds_can_see() -> None:
+    """The server slowed from outside its code (-31 %, -16 % in two rounds). At its own engine's spread (real
+    SGLang's boots of this tiny model wander tens of percent: 28 % per round with the 0.5.16/0.5.17 rounds and the
+    twin boots of 2026-12-03) it is shown slower or left open; or, where cleared, only at a tolerance the plan
+    says, with a slowdown it would catch 19 times in 20 that is larger than this one: never a claim of power the
+    rounds lack."""
     key, ratios = _ab_log(SLOW)
     full = RoundSpread.for_class(ROOT / "baselines", "h200x1")
     others = _spread([r for r in full.runs if SLOW.name not in r.label])
     design = rounds.RoundSettings.make(2, 3, None).design
-    _, verdict, why, _ = rounds.judge_key(ratios, True, plan_key(key, others, design, None, "sglang"), design)
-    assert verdict != rounds.NO_REGRESSION, why
+    plan = plan_key(key, others, design, None, "sglang")
+    _, verdict, why, _ = rounds.judge_key(ratios, True, plan, design)
+    measured = 1 - (ratios[0] * ratios[1]) ** 0.5
+    if verdict == rounds.NO_REGRESSION:
+        assert plan.tolerance > measured and plan.detectable is not None and plan.detectable > measured, why
+        assert f"beyond {plan.tolerance:.1%}" in why
 
 
 def test_the_ab_table_names_the_engine_and_version_of_each_side(tmp_path: Path) -> None:

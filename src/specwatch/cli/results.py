@@ -103,12 +103,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                                      [s.get("yardstick") for s in chosen])
         class_spread, term = None, None
         if key in ref.metrics and ref.machine_class and same_class is not False:
-            from specwatch.store import machineterm
+            from specwatch.store import classspread, machineterm
             from specwatch.store.baseline import BaselineStore
 
-            _, workload, metric = key.split("/", 2)
+            server, workload, metric = key.split("/", 2)
             root = Path(args.baseline).resolve().parent.parent
-            class_spread = BaselineStore(root).class_spread(ref.machine_class, workload, metric)
+            class_spread = classspread.session_floor(BaselineStore(root), ref.machine_class, server, workload, metric,
+                                                     str(cur.machine.get("engine") or ""))
             term = machineterm.load(root, ref.machine_class).get(metric)
         c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance, machine=machine,
                                  alpha=args.alpha, sessions=sessions or None, class_spread=class_spread,

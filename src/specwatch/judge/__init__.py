@@ -18,5 +18,6 @@ __all__ = [
     "tuning",
     "variance",
     "verdict",
+    "wording",
     "yardstick",
 ]

@@ -25,13 +25,14 @@ one-sided Mann-Whitney tests of a against b scaled by (1 + margin).
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from specwatch.errors import UsageError
-from specwatch.judge import stats, variance, yardstick
+from specwatch.judge import stats, variance, wording, yardstick
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
@@ -58,23 +59,6 @@ class GateVerdict(str, enum.Enum):
     FAIL = "fail"
     NO_EFFECT = "no_effect"
     INCONCLUSIVE = "inconclusive"
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
-def _noise(x: float) -> str:
-    return f"{x * 100:.1f}%"
-
-
-def _fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
-
-
-def _runs(need: int | None, about: str = "") -> str:
-    """'12' ('~12'), or what to say when the noise is too large for a count of runs."""
-    return f"{about}{need}" if need is not None else "an unknown number of"
 
 
 def _check(samples: Sequence[float], name: str) -> np.ndarray:
@@ -179,8 +163,8 @@ def compare(
     better = change if higher_is_better else -change  # > 0: better
     significant = p < alpha
     nums = (
-        f"median {med_c:.4g} vs {med_r:.4g} ({_pct(change)}), ratio {ratio:.3f} "
-        f"[{lo:.3f}, {hi:.3f}], p={_fmt_p(p)}, n={cur.size}/{ref.size}"
+        f"median {med_c:.4g} vs {med_r:.4g} ({wording.pct(change)}), ratio {ratio:.3f} "
+        f"[{lo:.3f}, {hi:.3f}], p={wording.fmt_p(p)}, n={cur.size}/{ref.size}"
     )
     tol = f"{tolerance * 100:g}%"
     session_p = None
@@ -188,8 +172,8 @@ def compare(
         session_p = sess.p(med_c)
         where = "a new machine" if sess.new_machine else "this machine"
         nums += (f"; {sess.components.sessions} baseline sessions of {sess.components.machines} machine(s) "
-                 f"predict {sess.centre_value:.4g} ±{_noise(sess.tolerance)} for {where}, "
-                 f"session p={_fmt_p(session_p)}")
+                 f"predict {sess.centre_value:.4g} ±{wording.noise(sess.tolerance)} for {where}, "
+                 f"session p={wording.fmt_p(session_p)}")
     within_sessions = session_p is not None and significant and session_p >= alpha and abs(change) > tolerance
 
     if within_sessions:
@@ -197,8 +181,8 @@ def compare(
         verdict = DriftVerdict.NOISY
         what = ("the spread of machines and boots" if sess.new_machine else "this machine's session-to-session drift")
         msg = (
-            f"noisy: {_pct(change)} is within {what} ({sess.components.sessions} baseline sessions, "
-            f"{sess.components.machines} machine(s)); only changes beyond ±{_noise(sess.tolerance)} can be "
+            f"noisy: {wording.pct(change)} is within {what} ({sess.components.sessions} baseline sessions, "
+            f"{sess.components.machines} machine(s)); only changes beyond ±{wording.noise(sess.tolerance)} can be "
             f"flagged against them; {nums}"
         )
     elif significant and better < -tolerance:
@@ -216,7 +200,7 @@ def compare(
         need = None if need is None else max(need, k)
         msg = (
             f"inconclusive: n={cur.size}/{ref.size} cannot reach p<{alpha:g} "
-            f"(smallest possible p={_fmt_p(p_min)}); need ≥ {k} runs per side; {nums}"
+            f"(smallest possible p={wording.fmt_p(p_min)}); need ≥ {k} runs per side; {nums}"
         )
     elif 1.0 - tolerance <= lo and hi <= 1.0 + tolerance:
         verdict = DriftVerdict.NO_CHANGE
@@ -224,12 +208,13 @@ def compare(
     elif noise > noisy_cv:
         verdict = DriftVerdict.NOISY
         msg = (
-            f"noisy: run-to-run noise {_noise(noise)} (cv), need {_runs(need)} runs per side to see {tol}; "
-            f"{nums}"
+            f"noisy: run-to-run noise {wording.noise(noise)} (cv), need {wording.runs(need)} runs per side to see "
+            f"{tol}; {nums}"
         )
     elif mde > tolerance:
         verdict = DriftVerdict.INCONCLUSIVE
-        msg = f"inconclusive: noise {_noise(noise)}, need {_runs(need)} runs per side to see {tol}; {nums}"
+        msg = (f"inconclusive: noise {wording.noise(noise)}, need {wording.runs(need)} runs per side to see {tol}; "
+               f"{nums}")
     else:
         verdict = DriftVerdict.NO_CHANGE
         msg = f"no change: {nums}; not significant, and {tol} would have been seen"
@@ -272,12 +257,13 @@ class DriftBasis:
     tolerance: float
     note: str
     prediction: variance.Prediction | None = None
+    floor: bool = False  # set by the class's spread, wider than requested, for a baseline of too few sessions
 
 
 def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
                 class_spread: tuple[float, str] | None, alpha: float = DEFAULT_ALPHA,
                 n_current: int | None = None, machine: str | None = None,
-                term: variance.PooledTerm | None = None) -> DriftBasis:
+                term: variance.PooledTerm | None = None, higher_is_better: bool = True) -> DriftBasis:
     """The drift tolerance from data (the one owner of this rule).
 
     With ``MIN_SESSIONS`` or more recording sessions, their variance components set it
@@ -288,7 +274,8 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
     in 20; ``term``: the hardware's pooled machine term, for a new machine when it has more degrees of freedom
     (:func:`specwatch.judge.variance.term_choice`). With fewer, the machine class's spread (``class_spread``:
     spread and where measured) gives a floor, so a healthy server's boot-to-boot wander is not called a
-    regression; without either, the requested tolerance, and the note says how many more sessions to record.
+    regression (for a metric where lower is better, the same spread upward: a slowdown by a factor, not a
+    fraction); without either, the requested tolerance, and the note says how many more sessions to record.
     Sessions that all share one median (spread 0: copies, or made by hand) count as too few."""
     n = len(sessions or ())
     if n >= MIN_SESSIONS:
@@ -311,9 +298,10 @@ def drift_basis(requested: float, sessions: Sequence[Sequence[float]] | None,
     if class_spread is not None:
         spread, where = class_spread
         dt = stats.drift_tolerance(spread, n, alpha, known=False)
-        tol = max(requested, dt.tolerance)
+        spread_tol = dt.tolerance if higher_is_better else float(math.expm1(-math.log1p(-dt.tolerance)))
+        tol = max(requested, spread_tol)
         return DriftBasis(tol, f"{head}: the machine class's session spread {spread:.1%} "
-                               f"({where}) sets the tolerance to {tol:.1%}; {record}")
+                               f"({where}) sets the tolerance to {tol:.1%}; {record}", floor=tol > requested)
     return DriftBasis(requested, f"{head} and no session spread measured for this machine "
                                  f"class: the requested {requested:.1%} tolerance, which may call the machine's own "
                                  f"drift a regression; {record}")
@@ -354,12 +342,18 @@ def drift(
         said = "" if adj.decision.quiet else adj.decision.reason
         if adj.decision.use_normalised:
             raw_c, raw_r = float(np.median(current)), float(np.median(reference))
-            said += f"; as measured: median {raw_c:.4g} vs {raw_r:.4g} ({_pct(raw_c / raw_r - 1)})"
+            said += f"; as measured: median {raw_c:.4g} vs {raw_r:.4g} ({wording.pct(raw_c / raw_r - 1)})"
         current, reference, sessions = adj.current, adj.reference, adj.sessions
     basis = drift_basis(requested, sessions, class_spread, alpha, n_current=len(current), machine=machine,
-                        term=machine_term)
+                        term=machine_term, higher_is_better=higher_is_better)
     cmp = compare(current, reference, higher_is_better=higher_is_better, tolerance=basis.tolerance, alpha=alpha,
                   prediction=basis.prediction, n_resamples=n_resamples)
+    if basis.floor and cmp.verdict is DriftVerdict.NO_CHANGE and abs(cmp.change) > requested:  # not "no change"
+        cmp = replace(cmp, verdict=DriftVerdict.NOISY, message=f"noisy: {wording.pct(cmp.change)} is beyond the "
+                      f"requested {requested:.1%} but within the {basis.tolerance:.1%} that the machine class's spread "
+                      f"leaves a baseline of {len(sessions or ())} session(s): a boot of a healthy server may differ "
+                      "this much; "
+                      + cmp.message.removeprefix("no change: ").rsplit("; ", 1)[0])
     if said:
         basis = DriftBasis(basis.tolerance, f"{basis.note}; {said}", basis.prediction)
         if said.startswith("normalised"):
@@ -446,7 +440,7 @@ def relative_gate(
     p_min = stats.min_attainable_p(xa.size, xb.size, "greater")
     want = f"{na} ≥ {nb}×{target:g}" if higher_is_better else f"{na} ≤ {nb}/{target:g}"
     nums = (
-        f"{na}/{nb} median ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}], gain {_pct(gain)}, "
+        f"{na}/{nb} median ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}], gain {wording.pct(gain)}, "
         f"n={xa.size}/{xb.size}"
     )
     if p_min >= alpha:
@@ -459,21 +453,21 @@ def relative_gate(
         need = None if need is None else max(need, k)
     elif p_pass < alpha:
         verdict = GateVerdict.PASS
-        msg = f"pass: {want} (p={_fmt_p(p_pass)}); {nums}"
+        msg = f"pass: {want} (p={wording.fmt_p(p_pass)}); {nums}"
     elif p_differ >= alpha and p_fail >= alpha:
         verdict = GateVerdict.NO_EFFECT
         msg = (
-            f"no measurable effect: {na} vs {nb} p={_fmt_p(p_differ)}; {nums}; "
-            f"need {_runs(need, '~')} runs per side to see {effect * 100:g}%"
+            f"no measurable effect: {na} vs {nb} p={wording.fmt_p(p_differ)}; {nums}; "
+            f"need {wording.runs(need, '~')} runs per side to see {effect * 100:g}%"
         )
     elif p_fail < alpha:
         verdict = GateVerdict.FAIL
-        msg = f"fail: not {want} (p={_fmt_p(p_fail)} that it falls short); {nums}"
+        msg = f"fail: not {want} (p={wording.fmt_p(p_fail)} that it falls short); {nums}"
     else:
         verdict = GateVerdict.INCONCLUSIVE
         msg = (
-            f"inconclusive: {na} differs from {nb} (p={_fmt_p(p_differ)}) but {want} is not shown "
-            f"(p={_fmt_p(p_pass)}); need {_runs(need, '~')} runs per side; {nums}"
+            f"inconclusive: {na} differs from {nb} (p={wording.fmt_p(p_differ)}) but {want} is not shown "
+            f"(p={wording.fmt_p(p_pass)}); need {wording.runs(need, '~')} runs per side; {nums}"
         )
     return GateResult(
         verdict=verdict,

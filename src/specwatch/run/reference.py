@@ -29,6 +29,8 @@ class RunFacts(Protocol):
 
     def warn_once(self, text: str) -> None: ...
 
+    def engine_of(self, server: str) -> str: ...
+
 
 def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -> Reference | str:
     """Samples to compare against (``--specwatch-reference`` file, else the stored baseline), with their
@@ -36,7 +38,7 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
     key; or, when there are none, a message saying how to record them. The baseline's fingerprint warning is
     said once per run (:meth:`RunFacts.warn_once`), not once per drift test."""
     from specwatch.judge.compare import MIN_SESSIONS
-    from specwatch.store import machineterm
+    from specwatch.store import classspread, machineterm
     from specwatch.store.baseline import BaselineStore
     from specwatch.store.machine import run_machine
     from specwatch.store.result import ResultSet, make_key
@@ -65,10 +67,12 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
     samples, sessions, note = entry.reference_for(None, MIN_SESSIONS, machine=machine)
     yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(None, MIN_SESSIONS, machine=machine))
     term = machineterm.load(store.root, mc).get(metric)
+    engine = run.engine_of(profile)
+    spread = classspread.session_floor(store, mc, profile, workload, metric, engine)
     return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded}){shared_note(entry.extra)}",
                      sessions,
                      dict(entry.extra), note, yardsticks, machine, term,
-                     class_spread=store.class_spread(mc, workload, metric), run_yardstick=fp.get("yardstick"))
+                     class_spread=spread, run_yardstick=fp.get("yardstick"))
 
 
 def shared_note(extra: Mapping[str, Any]) -> str:

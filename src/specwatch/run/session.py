@@ -304,6 +304,10 @@ class Session:
         to record them (:func:`specwatch.run.reference.reference_samples`)."""
         return reference_samples(self, profile, workload, metric)
 
+    def engine_of(self, server: str) -> str:
+        """The engine ``server`` runs ('' for a name the profiles do not hold, e.g. a --specwatch-reference key)."""
+        return self.profiles.servers[server].engine if server in self.profiles.servers else ""
+
     def warn_once(self, text: str) -> None:
         """Say a warning once per run (a baseline's fingerprint warning, met by every drift test)."""
         if text not in self._warned:

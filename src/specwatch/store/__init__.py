@@ -6,6 +6,7 @@ __all__ = [
     "atomic",
     "baseline",
     "capture",
+    "classspread",
     "history",
     "history_base",
     "history_postgres",

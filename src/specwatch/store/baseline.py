@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from specwatch.engines.registry import bundled
-from specwatch.errors import SpecwatchError, UsageError
+from specwatch.errors import UsageError
 from specwatch.judge import stats
 from specwatch.judge.variance import MachineSession
 from specwatch.store.atomic import write_text_atomic
@@ -404,27 +404,6 @@ class BaselineStore:
         if found is None:
             raise UsageError(self.missing_message(machine_class, profile))
         return found
-
-    def class_spread(self, machine_class: str, workload: str, metric: str) -> tuple[float, str] | None:
-        """The largest session-to-session spread of ``workload/metric`` among this machine class's baselines with
-        enough sessions, and where it was measured (None: none has enough): the prior of a baseline with too few
-        sessions of its own, the largest, so that no healthy server is failed by a spread the class has shown."""
-        from specwatch.judge import stats
-        from specwatch.judge.compare import MIN_SESSIONS
-
-        found: list[tuple[float, str]] = []
-        for mc, profile in self.available():
-            if mc != machine_class:
-                continue
-            try:
-                base = self.load(mc, profile)
-            except SpecwatchError:
-                continue  # a broken neighbour is reported when it is itself used
-            entry = base.get(workload, metric) if base else None
-            sessions = [s["samples"] for s in (entry.sessions if entry else []) if s.get("samples")]
-            if len(sessions) >= MIN_SESSIONS:
-                found.append((stats.session_spread(sessions), f"{profile}: {len(sessions)} sessions"))
-        return max(found) if found else None
 
     def available(self) -> list[tuple[str, str]]:
         """(machine_class, profile) pairs that have a baseline, sorted."""

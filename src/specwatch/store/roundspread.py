@@ -127,6 +127,18 @@ class RoundSpread:
         found = round_prior([r.ratios for r in runs])
         return (found, source) if found is not None else (None, "")
 
+    def boot_floor(self, key: str, engine: str = "") -> tuple[float, str] | None:
+        """A session spread for a baseline of too few sessions, from the round spread of ``key`` (its own runs, else
+        its metric's, of ``engine``): a round's ratio is one fresh boot against another, so its spread over
+        sqrt(2) is one boot's, the spread of one session's median about the machine's (None: no runs)."""
+        prior, source = self.prior_for(key, engine)
+        if prior is None:
+            return None
+        of = f"{engine} " if engine else ""
+        return (prior.spread / math.sqrt(2.0),
+                f"the boot-to-boot spread of {of}servers on {self.machine_class}: round spread {prior.spread:.1%} "
+                f"over {prior.df} df of {source}, over sqrt(2) for one boot")
+
     def residuals(self, key: str, engine: str = "") -> list[float]:
         """The recorded rounds behind :meth:`prior_for`, as log ratios around their own run's mean,
         scaled by sqrt(n / (n - 1)) so that their spread is the round spread: what a replay draws."""
@@ -179,3 +191,28 @@ class RoundSpread:
 
 
 __all__ = ["FILE_NAME", "FORMAT_VERSION", "MIN_KEY_DF", "RoundRun", "RoundSpread"]
+
+
+#: the metric whose round spread stands for a key's boot-to-boot spread when its own has none: decode throughput
+#: for the times of the same steps (a cycle's, a plain step's, their ratio, the time per token, a request's, its
+#: first token's), as ab records decode tok/s alone. Accept length is no boot's luck: it keeps its own or none.
+BOOT_PROXY = {metric: "decode_tok_s" for metric in ("output_tok_s", "cycle_ms", "cycle_ratio", "decode_step_ms",
+                                                    "mean_itl_ms", "e2e_s", "ttft_ms")}
+
+
+def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, workload: str, metric: str,
+               engine: str = "") -> tuple[float, str] | None:
+    """The class's boot-to-boot spread of ``engine``, from the round spread of earlier A/B runs
+    (:meth:`RoundSpread.boot_floor`), of ``metric`` or its :data:`BOOT_PROXY`
+    (None: no runs of either). On one H200 two identical real-SGLang 0.5.16 EAGLE-3 servers booted one after the
+    other read 407 and 706 decode tok/s; judged at the requested 5 %, a healthy boot read -39.6 % against a
+    one-session baseline (docs/validation/data/2026-12-03-sglang-perf-x1-2)."""
+    try:
+        spread = RoundSpread.for_class(baseline_dir, machine_class)
+    except UsageError:
+        return None  # a broken file is said by the gate that reads it for its own rounds
+    for m in dict.fromkeys((metric, BOOT_PROXY.get(metric, metric))):
+        found = spread.boot_floor(f"{server}/{workload}/{m}", engine)
+        if found is not None:
+            return found if m == metric else (found[0], f"{found[1]} (of {m}, for {metric})")
+    return None

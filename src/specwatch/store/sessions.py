@@ -64,7 +64,10 @@ def class_spread(base: Baseline, workload: str, metric: str) -> tuple[float, str
     (``<folder>/<class>/<profile>.json``), as ``specwatch compare`` and the drift gate use it."""
     if base.path is None or not base.machine_class:
         return None
-    return BaselineStore(Path(base.path).resolve().parent.parent).class_spread(base.machine_class, workload, metric)
+    from specwatch.store import classspread
+
+    store = BaselineStore(Path(base.path).resolve().parent.parent)
+    return classspread.class_spread(store, base.machine_class, workload, metric, str(base.machine.get("engine") or ""))
 
 
 def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
