@@ -20,7 +20,7 @@ Every run written names its result key, its source file and how its ratios were 
   ``specwatch ab`` logs, engine ``sglang``. And the two identical EAGLE-3 servers of each real-SGLang perf
   session (``sgl-eagle3`` and ``sgl-eagle3-untuned``: they differ only in NCCL variables, which one rank never
   reads), booted one after the other on one GPU: one A/A round per session (``2026-12-03-sglang-perf-x1``,
-  ``2026-12-03-sglang-perf-x1-2``), ``decode_tok_s``.
+  ``-x1-2``, ``-x1-3``), ``decode_tok_s``.
 
 The real-SGLang runs are also written to the validation store of real SGLang
 (``docs/validation/sglang/baselines/h200x1/round-spread.json``), whose baselines the drift gate judges with them.
@@ -101,10 +101,11 @@ def main() -> None:
         key, ratios = ab_log(log)
         sgl.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-03", f"ab log {log}", key, "sglang"))
     twins = [twin_ratio(DATA / name / "sgl-perf.json") for name in ("2026-12-03-sglang-perf-x1",
-                                                                     "2026-12-03-sglang-perf-x1-2")]
+                                                                     "2026-12-03-sglang-perf-x1-2",
+                                                                     "2026-12-03-sglang-perf-x1-3")]
     sgl.append(RoundRun("decode_tok_s", tuple(twins), "2026-12-03",
                         "identical servers sgl-eagle3-untuned / sgl-eagle3 booted one after the other, one A/A round "
-                        "per perf session: docs/validation/data/2026-12-03-sglang-perf-x1{,-2}/sgl-perf.json",
+                        "per perf session: docs/validation/data/2026-12-03-sglang-perf-x1{,-2,-3}/sgl-perf.json",
                         "sgl-eagle3/single-stream/decode_tok_s", "sglang"))
     h1 += sgl
     x2: list[RoundRun] = []

@@ -89,7 +89,7 @@ def test_the_real_sglang_aa_run_is_no_regression_at_its_own_engines_spread() -> 
 
 def test_the_real_sglang_slowdown_is_never_cleared_beyond_what_the_rounds_can_see() -> None:
     """The server slowed from outside its code (-31 %, -16 % in two rounds). At its own engine's spread (real
-    SGLang's boots of this tiny model wander tens of percent: 28 % per round with the 0.5.16/0.5.17 rounds and the
+    SGLang's boots of this tiny model wander tens of percent: 26 % per round with the 0.5.16/0.5.17 rounds and the
     twin boots of 2026-12-03) it is shown slower or left open; or, where cleared, only at a tolerance the plan
     says, with a slowdown it would catch 19 times in 20 that is larger than this one: never a claim of power the
     rounds lack."""
