@@ -28,7 +28,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                       rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance, alpha=args.alpha,
                       spending=args.spending, round_history=args.round_history, record_rounds=args.record_rounds,
                       metrics=args.metric, memo=args.memo, python=args.python, workdir=args.workdir,
-                      timeout_s=args.timeout_s)
+                      timeout_s=args.timeout_s, resume=args.resume)
 
 
 def _cmd_ab_power(args: argparse.Namespace) -> int:
@@ -76,6 +76,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--metric", action="append", default=None,
                         help=f"metric(s) judged (default: {', '.join(DEFAULT_METRICS)})")
     parser.add_argument("--memo", default=None, help="memo directory (default: <git-dir>/specwatch/bisect)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the newest run of this memo that stopped (Ctrl-C, kill, a time limit) from "
+                             "its last whole round, instead of measuring every round again")
     parser.add_argument("--python", default=None, help="interpreter that runs pytest (default: this one)")
     parser.add_argument("--workdir", default=None, help="directory pytest runs in (default: the checkout)")
     parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None,

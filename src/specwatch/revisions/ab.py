@@ -41,7 +41,7 @@ from specwatch.errors import (
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.revisions import git
-from specwatch.revisions.memo import Memo, memo_root
+from specwatch.revisions.memo import Memo, memo_root, stopped_runs
 from specwatch.revisions.plan import tolerances
 from specwatch.revisions.rounds import (
     DEFAULT_ALPHA,
@@ -93,26 +93,41 @@ def run_ab(
     record_rounds: bool = False,
     spending: str = sequential.POCOCK,
     out: TextIO | None = None,
+    resume: bool = False,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
 
     ``round_history``: the baseline folder whose ``<machine-class>/round-spread.json`` holds the
     round spread of earlier A/B runs, pooled with this run's rounds (None: these rounds alone);
-    ``record_rounds``: add this run's rounds to that file. InfraError when a side cannot be
-    measured, UsageError when the sides share no judged key.
+    ``record_rounds``: add this run's rounds to that file; ``resume``: continue the newest stopped run of
+    this memo from its whole rounds (a half-measured round is measured again: a round's two sides belong
+    together in time). InfraError when a side cannot be measured, UsageError when the sides share no judged key.
     """
     out = out or sys.stdout
     settings = settings_of(rounds, max_rounds, tolerance, metrics, alpha, round_history, spending)
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
     memo = Memo(memo_root / cfg.fingerprint("ab", base.ident, head.ident))
-    session = uuid.uuid4().hex[:12]
     tol = f"tolerance {settings.tolerance:.1%}" if settings.tolerance is not None else "each key's own tolerance"
     print(f"{PREFIX} base {base.label}, head {head.label}: {settings.rounds}-{settings.max_rounds} rounds, {tol}, "
           f"memo {memo.root}", file=out, flush=True)
     print(f"{PREFIX} {settings.design.describe()}", file=out, flush=True)
+    session, kept = uuid.uuid4().hex[:12], 0
+    stopped = stopped_runs(memo)
+    if resume and stopped:
+        session, kept = stopped[0]
+        print(f"{PREFIX} resuming run {session}: round(s) 1-{kept} kept from the memo, the rest measured now",
+              file=out, flush=True)
+    elif resume:
+        print(f"{PREFIX} --resume: no stopped run in {memo.root} with a whole round; starting afresh", file=out,
+              flush=True)
+    elif stopped:
+        print(f"{PREFIX} note: an earlier run in this memo stopped after {stopped[0][1]} whole round(s); "
+              f"--resume continues it", file=out, flush=True)
     outcome = alternate(base, head, cfg=cfg, memo=memo, session=session, settings=settings,
                         ident=lambda side, r: f"{side.name}-{side.ident}-{session}-r{r}", head_first=False,
-                        lead=PREFIX, out=out)
+                        lead=PREFIX, out=out, kept_rounds=kept)
+    if outcome.failed is None:
+        memo.finish(session)
     if outcome.failed is not None:
         side = base if outcome.failed_side == base.name else head
         raise InfraError(f"round {outcome.rounds + 1}: {side.name} ({side.label}) could not be measured: "
@@ -251,6 +266,7 @@ def command(
     workdir: str | Path | None = None,
     timeout_s: float | None = None,
     out: TextIO | None = None,
+    resume: bool = False,
 ) -> int:
     """``specwatch ab``: two revisions (``repo``, ``base``, ``head``) or two profile files (``base_profile``,
     ``head_profile``) in alternating rounds, one session, one verdict printed; the exit code (0 no regression,
@@ -265,7 +281,7 @@ def command(
         common: dict[str, Any] = dict(
             pytest_args=pytest_args, setup=setup, python=python, workdir=workdir, timeout_s=timeout_s, rounds=rounds,
             max_rounds=max_rounds, metrics=tuple(metrics or DEFAULT_METRICS), tolerance=tolerance, alpha=alpha,
-            out=out, round_history=round_history, record_rounds=record_rounds, spending=spending)
+            out=out, round_history=round_history, record_rounds=record_rounds, spending=spending, resume=resume)
         if record_rounds and round_history == "none":
             raise UsageError("--record-rounds needs a --round-history folder, not 'none'")
         if base_profile or head_profile:
@@ -283,6 +299,7 @@ def command(
         print(f"specwatch ab: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("specwatch ab: interrupted (worktrees removed; the memo keeps what was measured)", file=sys.stderr)
+        print("specwatch ab: interrupted (worktrees removed; the memo keeps what was measured: the same command "
+              "with --resume continues from the last whole round)", file=sys.stderr)
         return 130
     return report(outcome, out)

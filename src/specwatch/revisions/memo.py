@@ -7,6 +7,7 @@ ignored (measured again), never migrated: their verdicts meant something else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,10 +80,41 @@ class Memo:
         """Store (replace) an entry atomically."""
         atomic_write_json(self.entry_path(measurement.ident), measurement.to_json())
 
+    def finish(self, session: str) -> None:
+        """Mark an A/B run as ended with a verdict: :func:`stopped_runs` no longer offers it to ``--resume``."""
+        (self.root / f"{session}.finished").touch()
+
     def entries(self) -> list[RevisionRun]:
         """Every readable entry of this memo folder."""
         found = [self.get(p.name[: -len(".verdict.json")]) for p in self.root.glob("*.verdict.json")]
         return [m for m in found if m is not None]
+
+
+def stopped_runs(memo: Memo, sides: tuple[str, str] = ("base", "head")) -> list[tuple[str, int]]:
+    """The A/B runs this memo holds, newest first, as (session, whole rounds): a round is whole when both
+    ``sides`` were measured in it with results (idents ``<side>-<revision>-<session>-r<n>``, as ab names them).
+    A run stopped by Ctrl-C, ``kill`` or a call's time limit keeps its whole rounds here for ``ab --resume``; a run
+    that ended with a verdict is marked (:meth:`Memo.finish`) and left out."""
+    seen: dict[str, set[tuple[str, int]]] = {}
+    newest: dict[str, float] = {}
+    for m in memo.entries():
+        found = _IDENT.match(m.ident)
+        if found is None or found["side"] not in sides or m.verdict == SKIP or not m.results \
+                or not Path(m.results).is_file():
+            continue
+        seen.setdefault(found["session"], set()).add((found["side"], int(found["round"])))
+        newest[found["session"]] = max(newest.get(found["session"], 0.0), memo.entry_path(m.ident).stat().st_mtime)
+    out = []
+    for session, done in seen.items():
+        whole = 0
+        while all((side, whole + 1) in done for side in sides):
+            whole += 1
+        if whole and not (memo.root / f"{session}.finished").exists():
+            out.append((session, whole))
+    return sorted(out, key=lambda s: newest[s[0]], reverse=True)
+
+
+_IDENT = re.compile(r"^(?P<side>[a-z]+)-.+-(?P<session>[0-9a-f]{12})-r(?P<round>\d+)$")
 
 
 def memo_root(path: str | Path | None, default: Path) -> Path:

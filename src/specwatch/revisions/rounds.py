@@ -359,8 +359,10 @@ def alternate(
     head_first: bool,
     lead: str,
     out: TextIO,
+    kept_rounds: int = 0,
 ) -> Rounds:
     """Measure ``base`` and ``head`` in alternating rounds and judge them (see the module docstring).
+    ``kept_rounds``: rounds 1 to this are read from the memo (a stopped run's whole rounds, ``ab --resume``).
 
     ``ident(side, r)`` names round r's measurement of a side in the memo. ``head_first``: round 1
     measures head first (a revision that does not build then costs no measurement of the other).
@@ -377,8 +379,9 @@ def alternate(
         n = result.rounds + 1
         order = (head, base) if (n % 2 == 1) == head_first else (base, head)
         for side in order:
-            m = measure(side.checkout, side_config(cfg, side, history), memo, ident(side, n), side.label,
-                        reference=None, commit=side.commit, session=session)
+            kept = memo.get(ident(side, n)) if n <= kept_rounds else None
+            m = kept or measure(side.checkout, side_config(cfg, side, history), memo, ident(side, n), side.label,
+                                reference=None, commit=side.commit, session=session)
             result.measurements.append(m)
             found = samples_of(m.results) if m.verdict != SKIP else {}
             if not found:
@@ -389,8 +392,8 @@ def alternate(
             if result.machine_class is None:
                 result.machine_class = machine_class_of(m.results)
                 result.engine = engine_of(m.results)
-            print(f"{lead} round {n} {side.name}: {headline(found, settings.metrics)} ({m.seconds:.1f} s)",
-                  file=out, flush=True)
+            print(f"{lead} round {n} {side.name}: {headline(found, settings.metrics)} ({m.seconds:.1f} s"
+                  f"{', kept from the stopped run' if kept else ''})", file=out, flush=True)
         result.rounds = n
         if n < settings.rounds:
             continue
