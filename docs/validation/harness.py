@@ -478,10 +478,12 @@ def sglang_drift_x1(p: Plan) -> None:
 
 
 def _sgl_ab(p: Plan, name: str, head: str, timeout: int, max_rounds: str) -> Step:
-    """``specwatch ab`` of the healthy real-SGLang EAGLE-3 server (base) against ``head``."""
+    """``specwatch ab`` of the healthy real-SGLang EAGLE-3 server (base) against ``head``; ``--resume``: a later
+    call on the same warm machine continues a run the call limit stopped."""
     return p.cli(name, timeout, "ab", "--base-profile", "docs/validation/sglang/eagle3-base.toml",
                  "--head-profile", head, "--rounds", "2", "--max-rounds", max_rounds,
-                 "--memo", f"/tmp/specwatch-abmemo-{name}", "--", "-m", "perf", "tests/perf/test_throughput.py",
+                 "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume", "--", "-m", "perf",
+                 "tests/perf/test_throughput.py",
                  "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
                  "--specwatch-baseline-dir=/tmp/specwatch-none",
                  "--specwatch-yardstick=off", f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
