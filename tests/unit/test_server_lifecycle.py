@@ -82,9 +82,10 @@ def test_boot_timeout_reports_progress_and_log(tmp_path: Path) -> None:
     assert _gone(pids)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "sigkill"])
 def test_no_server_survives_the_harness(tmp_path: Path, sig: int) -> None:
-    """A harness process that boots a server and then gets Ctrl-C or SIGKILL leaves nothing behind."""
+    """A harness process that boots a server and then gets Ctrl-C, SIGTERM (``timeout``, a cancelled CI job, the
+    validation harness's limit) or SIGKILL leaves nothing behind."""
     pidfile = tmp_path / "pids"
     script = textwrap.dedent(f"""
         import signal, sys, time
