@@ -107,6 +107,7 @@ def _session(tmp_path: Path, servers: list[dict[str, Any]], speeds: dict[str, li
                               findings_for=lambda name: [],
                               fingerprint=lambda: {"engine": "reference", "engine_version": "0.0-test"})
     session.measure_pair = lambda a, b, workload: (_measurement(a, speeds[a]), _measurement(b, speeds[b]))
+    session.engine_of = lambda server: profiles.servers[server].engine if server in profiles.servers else ""
     return session
 
 

@@ -89,7 +89,7 @@ def _round_prior(session: Session, server: str, workload: str) -> tuple[RoundPri
     from specwatch.store.roundspread import RoundSpread
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
-    engine = session.profiles.servers[server].engine if server in session.profiles.servers else ""
+    engine = session.engine_of(server)
     return spread.prior_for(f"{server}/{workload}/{gates.DECODE_METRIC}", engine)
 
 
