@@ -55,6 +55,13 @@ BURST_FRACTION = 0.1
 BIMODAL_SHARE = 0.1
 
 
+#: The keys that time a request's decode window (the tokens after its first), which a run whose tokens arrived
+#: in one burst has none of: its decode rate is the read's, its gaps near zero. One rule for them all
+#: (:meth:`specwatch.load.measure.Measurement.decode_dropped`): such a run is no sample of any of these keys.
+DECODE_TIMED: frozenset[str] = frozenset({"decode_tok_s", "mean_itl_ms",
+                                          *(f"{p}_{stem}_ms" for stem in ("itl", "tpot") for p, _ in PERCENTILES)})
+
+
 #: a decode window of more tokens than this, shorter than this many of its measurement's typical per-token
 #: intervals, timed the reads of a burst, not decoding
 FEW_INTERVALS = 3

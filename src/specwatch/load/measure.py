@@ -26,6 +26,7 @@ from typing import Any
 
 from specwatch.judge import speculative
 from specwatch.judge.levels import (
+    DECODE_TIMED,
     LEVEL_METRICS,
     RequestTiming,
     itl_note,
@@ -52,7 +53,8 @@ METRICS: dict[str, tuple[str, bool]] = {
     "mean_itl_ms": ("ms", False),  # the mean inter-token latency (bench_serving's mean_itl_ms), not the median
     "e2e_s": ("s", False),
 }
-#: the metric a run without a measurable decode window is no sample of (:meth:`Measurement.decode_dropped`)
+#: the decode-rate metric; a run without a measurable decode window is no sample of it, nor of any other key
+#: of :data:`~specwatch.judge.levels.DECODE_TIMED` (:meth:`Measurement.decode_dropped`)
 DECODE = "decode_tok_s"
 
 
@@ -104,14 +106,15 @@ class Measurement:
     neighbours: tuple[str, ...] = ()
 
     def samples(self, metric: str) -> list[float]:
-        """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for
-        ``decode_tok_s``, the runs without a measurable decode window left out (:meth:`decode_dropped`)."""
-        dropped = self.decode_dropped() if metric == DECODE else {}
+        """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for a key
+        that times the decode window (``DECODE_TIMED``: decode tok/s, mean ITL, ITL and TPOT percentiles), the
+        runs without a measurable decode window left out (:meth:`decode_dropped`)."""
+        dropped = self.decode_dropped() if metric in DECODE_TIMED else {}
         return [_value(r, metric) for i, r in enumerate(self.runs) if i not in dropped]
 
     def by_boot(self, metric: str) -> list[list[float]]:
         """:meth:`samples` split by the boot each run was measured on (one list for one boot)."""
-        dropped = self.decode_dropped() if metric == DECODE else {}
+        dropped = self.decode_dropped() if metric in DECODE_TIMED else {}
         xs = [(i, _value(r, metric)) for i, r in enumerate(self.runs)]
         out = []
         for n in self.boots or (len(xs),):
@@ -120,7 +123,7 @@ class Measurement:
         return out
 
     def decode_dropped(self) -> dict[int, str]:
-        """The runs (by index) that are no ``decode_tok_s`` sample, and why: a request of the run had no measurable
+        """The runs (by index) that are no sample of the decode-timed keys (``DECODE_TIMED``), and why: a request of the run had no measurable
         decode window (:func:`specwatch.judge.levels.unmeasured_decode`); runs without streamed requests are kept."""
         windows = [[g.decode_window for g in r.generations] for r in self.runs]
         typical = typical_interval([w for run in windows for w in run if w is not None])
@@ -131,14 +134,20 @@ class Measurement:
                 out[i] = why
         return out
 
+    def decode_timed_keys(self) -> list[str]:
+        """The keys of this measurement's workload that time the decode window, in report order."""
+        return [k for k in (LEVEL_METRICS if self.workload.level else METRICS) if k in DECODE_TIMED]
+
     def dropped_note(self, metric: str = "") -> str:
-        """One line saying which runs ``decode_tok_s`` leaves out, and why ("" when none, or for another metric)."""
-        dropped = self.decode_dropped() if metric in ("", DECODE) else {}
+        """One line saying which runs ``metric`` leaves out, and why ("" when none, or for a key that keeps every
+        run); without ``metric``, the line names every decode-timed key of the workload."""
+        dropped = self.decode_dropped() if metric in DECODE_TIMED or not metric else {}
         if not dropped:
             return ""
         first = next(iter(dropped))
+        keys = metric or ", ".join(self.decode_timed_keys())
         return (f"{len(dropped)} of {len(self.runs)} run(s) of {self.profile} {self.workload.name} left out of "
-                f"{DECODE} (run {', '.join(str(i + 1) for i in dropped)}): run {first + 1}: {dropped[first]}")
+                f"{keys} (run {', '.join(str(i + 1) for i in dropped)}): run {first + 1}: {dropped[first]}")
 
     @property
     def generations(self) -> list[Generation]:
@@ -190,7 +199,7 @@ async def _one_run(client: Client, requests: list[Request], wl: Workload) -> Run
         output_tok_s=tokens / wall if wall > 0 else 0.0,
         decode_tok_s=sum(g.decode_tok_s for g in gens),  # concurrent requests decode side by side
         ttft_ms=1000 * statistics.median(g.ttft_s for g in gens),
-        mean_itl_ms=1000 * mean_itl(itls) if itls else 0.0,
+        mean_itl_ms=1000 * mean_itl(itls),  # NaN without gaps: no ITL, never a 0.0 that reads as instant
         e2e_s=max(g.e2e_s for g in gens),
         completion_tokens=tokens,
         client_overhead=max(g.client_s / g.e2e_s for g in gens if g.e2e_s > 0),

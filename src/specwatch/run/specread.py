@@ -83,7 +83,8 @@ def accept_estimate(m: Measurement) -> speculative.Estimate | None:
 
 def cycle_reading(m: Measurement) -> CycleReading:
     """The time per decode batch over busy time: per busy Decode window of the server, and per run by the
-    client (decode time over the verify cycles, or over the tokens after the first on a plain server)."""
+    client (decode time over the verify cycles, or over the tokens after the first on a plain server; the runs
+    that :meth:`~specwatch.load.measure.Measurement.decode_dropped` leaves out, left out)."""
     spec = is_speculative(m)
     busy = busy_windows(m.log_records)
 
@@ -96,7 +97,10 @@ def cycle_reading(m: Measurement) -> CycleReading:
     groups = busy.by_request_group(m.workload.run_size, m.boots[0] if m.boots else len(m.runs))
     per_run = tuple(times(g) for g in groups) if groups is not None else ()
     client = []
-    for run in m.runs:
+    bursts = m.decode_dropped()  # a run whose tokens arrived in one burst timed a read, not its cycles
+    for i, run in enumerate(m.runs):
+        if i in bursts:
+            continue
         span = count = 0.0
         for g in run.generations:
             if not g.first_chunk_tokens:  # not streamed: no decode time of its own

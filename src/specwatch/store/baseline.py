@@ -188,6 +188,19 @@ class BaselineMetric:
                    stats.summarize(pooled), dict(r.extra), sessions)  # fmt: skip
 
 
+def unrecordable(r: Result) -> str:
+    """Why a result's samples cannot be a baseline session ("" when they can): none (every run left out), or one
+    that is not finite and positive (a baseline is divided by and logged). The recording keeps that key's earlier
+    sessions and records the rest of the run (:meth:`BaselineStore.record_all`'s ``said``)."""
+    if not r.samples:
+        return "has no samples in this run (every run was left out)"
+    try:
+        finite_samples(r.samples, r.key, positive=True)
+    except UsageError as exc:
+        return f"has a sample no baseline can hold ({str(exc).removeprefix(r.key + ': ')})"
+    return ""
+
+
 def _label(host: str | None, machine: str | None) -> str | None:
     """The run's machine label: ``machine`` as given, else that of a run known by its host id alone."""
     return machine or (run_machine({"host_id": host}) if host else None)
@@ -429,11 +442,14 @@ class BaselineStore:
         dropped = 0
         for r in mine:
             before = old.get(r.workload, r.metric) if old and not replace else None
-            if not r.samples:  # every run left out (bursts, no decode window): nothing to add, said
+            unusable = unrecordable(r)
+            if unusable:  # every run left out (bursts), or a sample no baseline can hold: nothing added, said
+                if said is None and r.samples:  # a caller that hears nothing is told by an error
+                    raise UsageError(f"{r.key}: cannot record as a baseline: {unusable}")
                 metrics.update({before.name: before} if before else {})
                 kept = f"its {len(before.sessions)} earlier session(s) kept" if before else "not recorded"
                 if said is not None:
-                    said.append(f"{path}: {r.key} has no samples in this run (every run was left out): {kept}")
+                    said.append(f"{path}: {r.key} {unusable}: {kept}")
                 continue
             m = BaselineMetric.from_result(r, recorded=recorded, commit=commit, keep_sessions=keep_sessions,
                                            earlier=before.sessions if before else None,
