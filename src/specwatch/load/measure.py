@@ -123,8 +123,9 @@ class Measurement:
         return out
 
     def decode_dropped(self) -> dict[int, str]:
-        """The runs (by index) that are no sample of the decode-timed keys (``DECODE_TIMED``), and why: a request of the run had no measurable
-        decode window (:func:`specwatch.judge.levels.unmeasured_decode`); runs without streamed requests are kept."""
+        """The runs (by index) that are no sample of the decode-timed keys (``DECODE_TIMED``), and why: a request of
+        the run had no measurable decode window (:func:`specwatch.judge.levels.unmeasured_decode`); runs without
+        streamed requests are kept."""
         windows = [[g.decode_window for g in r.generations] for r in self.runs]
         typical = typical_interval([w for run in windows for w in run if w is not None])
         out = {}
