@@ -269,3 +269,16 @@ def test_the_cycle_time_the_gate_reports_beside_the_break_even_it_judges_never_r
     eager = gatekeeper.cycle_cost_vs_baseline(_session({**_spec(cycle_s=0.018), **_base()}, rs), "spec")
     assert eager.failed and eager.rows[1].is_bad and not eager.rows[0].is_bad  # the judged row is the regression
     assert "2 result(s), 1 regression(s)" in summary_table(eager.rows).splitlines()[0]
+
+
+def test_a_skip_says_why_on_its_first_line() -> None:
+    """Issue 36: ``-rA`` showed "eagle3 accept length:" and nothing more; a skip's first line now says why."""
+    from specwatch.run import specgates
+
+    policy = specgates.Policy(alpha=0.01)
+    titled = specgates._no_reference(specgates.ACCEPT_GATE, policy, "eagle3",
+                                     "eagle3 accept length:\ngreedy: no baseline for eagle3 on h200x1\naggregate: -", [])
+    assert titled.skipped
+    assert titled.message.splitlines()[0] == "eagle3 accept length: not judged: greedy: no baseline for eagle3 on h200x1"
+    plain = specgates._no_reference(specgates.CYCLE_GATE, policy, "eagle3", "break-even: no baseline\ncycle: -", [])
+    assert plain.message.splitlines()[0].endswith("on eagle3: not judged: break-even: no baseline")

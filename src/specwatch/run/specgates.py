@@ -62,6 +62,13 @@ Explain = Callable[[spechealth.GreedyComparison], spechealth.GreedyComparison]
 
 
 def _no_reference(name: str, policy: Policy, profile: str, why: str, rows: list[ReportRow]) -> Verdict:
+    """A gate with no reference to judge against: a skip (a failure under --specwatch-require-baseline) whose first
+    line says why, the details below it (``-rA`` shows the first line alone)."""
+    first, _, rest = why.partition("\n")
+    if first.endswith(":") and rest:  # "<profile> accept length:": a title, the reasons on the lines below
+        why = f"{first} not judged: {rest.splitlines()[0].strip()}\n{rest}"
+    else:
+        why = f"{name} on {profile}: not judged: {why}"
     if policy.require_baseline:
         return Verdict(name, Status.FAIL, f"{why} (--specwatch-require-baseline: a gate with nothing to compare "
                                           "against fails)", profile=profile, rows=rows)

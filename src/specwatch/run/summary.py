@@ -264,8 +264,11 @@ def baseline_quality(rs: ResultSet, noisy_cv: float = 0.05, outlier_mads: float 
     out = []
     for r in rs.results:
         noise = recording_noise(r.samples, noisy_cv, outlier_mads) if r.metric.endswith("tok_s") else None
-        if noise is not None:
+        if noise is not None and noise.noisy:
             why = f"cv {noise.cv:.1%}" + (f", runs {noise.outliers} are outliers" if noise.outliers else "")
             out.append(f"baseline {r.key} is noisy ({why}): later drift verdicts can only see changes above "
                        f"that; re-record on a quiet machine or with more runs (--specwatch-runs 20)")
+        elif noise is not None:
+            out.append(f"baseline {r.key}: runs {noise.outliers} lie up to {noise.worst:.1%} from the median of the "
+                       f"others (cv {noise.cv:.1%}): a transient while recording; re-record if it was not the server")
     return out
