@@ -277,8 +277,8 @@ def test_a_skip_says_why_on_its_first_line() -> None:
 
     policy = specgates.Policy(alpha=0.01)
     titled = specgates._no_reference(specgates.ACCEPT_GATE, policy, "eagle3",
-                                     "eagle3 accept length:\ngreedy: no baseline for eagle3 on h200x1\naggregate: -", [])
+                                     "eagle3 accept length:\ngreedy: no baseline for eagle3\naggregate: -", [])
     assert titled.skipped
-    assert titled.message.splitlines()[0] == "eagle3 accept length: not judged: greedy: no baseline for eagle3 on h200x1"
+    assert titled.message.splitlines()[0] == "eagle3 accept length: not judged: greedy: no baseline for eagle3"
     plain = specgates._no_reference(specgates.CYCLE_GATE, policy, "eagle3", "break-even: no baseline\ncycle: -", [])
     assert plain.message.splitlines()[0].endswith("on eagle3: not judged: break-even: no baseline")
