@@ -597,8 +597,9 @@ def test_a_step_pools_the_machine_class_round_spread_and_says_so(tmp_path: Path,
     good, step = sides(tmp_path)
     history = tmp_path / "baselines"
     spread = RoundSpread.for_class(history, "h200x1")
-    spread.add("output_tok_s", [1.0, 1.004, 0.996, 1.002], "earlier A/A")
-    spread.add("output_tok_s", [0.98, 0.975, 0.985], "earlier slowdown")
+    spread.add("output_tok_s", [1.0, 1.004, 0.996, 1.002], "earlier A/A", "p/w/output_tok_s")
+    spread.add("output_tok_s", [0.98, 0.975, 0.985], "earlier slowdown", "p/w/output_tok_s")
+    spread.add("output_tok_s", [1.0, 1.3, 0.7], "another key's: never borrowed", "q/w/output_tok_s")
     spread.save()
     verdicts = {}
     for history_dir in (None, history):
@@ -613,7 +614,7 @@ def test_a_step_pools_the_machine_class_round_spread_and_says_so(tmp_path: Path,
     assert alone[0].verdict == SKIP and alone[0].detail["rounds"] == 4, alone[1]
     assert "still open after 2 rounds" in alone[1] and "at the default round spread" in alone[1]
     assert pooled[0].verdict == BAD and pooled[0].detail["rounds"] == 2, pooled[1]
-    assert ("p/w/output_tok_s: round spread 0.42% over 5 df from 2 earlier A/B run(s) of output_tok_s on h200x1"
+    assert ("p/w/output_tok_s: round spread 0.42% over 5 df from 2 earlier A/B run(s) of this key on h200x1"
             in pooled[1])
     assert "a slowdown of" in pooled[1] and "would have been caught 19 times in 20" in pooled[1]
     assert "pooled with 0.4% over 5 df" in pooled[0].detail["keys"][0]["message"]

@@ -97,11 +97,25 @@ def test_another_engines_spread_is_never_borrowed(tmp_path: Path) -> None:
     assert boot_floor(tmp_path, "h200x1", "x", "single-stream", "accept_length", "reference") is None
 
 
-def test_a_class_spread_of_another_engine_is_left_out() -> None:
-    """baselines/h200x1 holds reference-server baselines of 19+ sessions: their spread is not real SGLang's."""
-    store = BaselineStore(ROOT / "baselines")
-    assert class_spread(store, "h200x1", "single-stream", "decode_tok_s", "reference") is not None
-    assert class_spread(store, "h200x1", "single-stream", "decode_tok_s", "sglang") is None
+def test_a_class_spread_is_only_that_of_baselines_that_served_the_same(tmp_path: Path) -> None:
+    """Issue 36: baselines/h200x1 holds reference-server baselines of 19+ sessions; their spread is no other
+    server's. A class spread is taken only from baselines that served the same model, settings and workload (a twin
+    under another profile name), and not at all where the judged baseline does not record what it served."""
+    from specwatch.store.result import Result, ResultSet
+
+    shipped = BaselineStore(ROOT / "baselines")
+    assert class_spread(shipped, "h200x1", "single-stream", "decode_tok_s", "reference") is None  # served unknown
+    store = BaselineStore(tmp_path)
+    tiny, big = "sglang model=tiny tp=1 | single-stream c1 128 tok", "sglang model=8b tp=1 | single-stream c1 256 tok"
+    for i, xs in enumerate(([100.0, 101.0], [70.0, 71.0], [130.0, 129.0])):  # a tiny twin: 3 wandering sessions
+        store.record_all(ResultSet(results=[Result.make("tiny-twin", "single-stream", "decode_tok_s", unit="tok/s",
+                                                        higher_is_better=True, samples=xs, extra={"served": tiny})],
+                                   machine={"machine_class": "h200x1", "engine": "sglang"},
+                                   created=f"2026-12-0{i + 1}T00:00:00+00:00"))
+    found = class_spread(store, "h200x1", "single-stream", "decode_tok_s", "sglang", tiny)
+    assert found is not None and found[0] > 0.1 and "tiny-twin: 3 sessions" in found[1]
+    assert class_spread(store, "h200x1", "single-stream", "decode_tok_s", "sglang", big) is None
+    assert session_floor(store, "h200x1", "big8b", "single-stream", "decode_tok_s", "sglang", big) is None
 
 
 def test_a_lower_is_better_floor_is_the_same_spread_upward() -> None:

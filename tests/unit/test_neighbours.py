@@ -99,7 +99,7 @@ def test_a_measurement_records_what_shared_the_host(monkeypatch: pytest.MonkeyPa
 
     class Server:
         url, log_path, shared_host, pid = "A", None, False, None
-        profile = type("P", (), {"name": "eagle3"})()
+        profile = type("P", (), {"name": "eagle3", "served": lambda self: "reference model=ref-tiny"})()
 
         def log_size(self) -> int:
             return 0

@@ -159,13 +159,17 @@ def test_nccl_variables_at_tp1_are_said_to_be_unread_and_never_fail(tmp_path: Pa
 def test_the_machine_class_round_spread_is_pooled_in(tmp_path: Path) -> None:
     folder = tmp_path / "baselines" / "ci-cpu"
     folder.mkdir(parents=True)
-    runs = [{"metric": "decode_tok_s", "ratios": [1.0, 1.02, 0.98, 1.01], "recorded": "", "label": f"run {i}"}
-            for i in range(4)]
+    runs = [{"metric": "decode_tok_s", "ratios": [1.0, 1.02, 0.98, 1.01], "recorded": "", "label": f"run {i}",
+             "key": "tuned/single-stream/decode_tok_s"} for i in range(4)]
+    # never borrowed: a run of no key, and one of another key that served something else (another model)
+    runs += [{"metric": "decode_tok_s", "ratios": [1.0, 1.5, 0.6], "recorded": "", "label": "keyless"},
+             {"metric": "decode_tok_s", "ratios": [1.0, 1.5, 0.6], "recorded": "", "label": "tiny",
+              "key": "tiny/single-stream/decode_tok_s", "served": "reference model=ref-other tp=2"}]
     (folder / "round-spread.json").write_text(json.dumps({"version": 1, "machine_class": "ci-cpu", "runs": runs}))
     speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
     verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))
     assert verdict.failed, verdict.message  # one round, judged against the recorded 1.7% spread
-    assert "4 earlier A/B run(s) of decode_tok_s of reference on ci-cpu, any key" in verdict.message
+    assert "4 earlier A/B run(s) of this key on ci-cpu" in verdict.message
     assert verdict.message.endswith("engine: reference 0.0-test")  # the engine it judged, in every verdict
     assert "over 12 df" in verdict.message
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from specwatch.revisions import rounds
@@ -29,19 +30,24 @@ def _spread(runs: list[RoundRun]) -> RoundSpread:
     return RoundSpread(Path("unused.json"), "h200x1", runs)
 
 
-def test_a_key_without_runs_of_its_own_borrows_only_its_engines_runs() -> None:
+def test_a_key_without_runs_of_its_own_borrows_only_from_twins_that_served_the_same() -> None:
+    """Issue 36: a prior belongs to the workload it was measured on. A key borrows no other key's spread, of its
+    engine or not, unless that key's runs served the same model, settings and workload (a twin whose profile
+    differs in name or environment alone)."""
+    tiny = "sglang model=/tmp/sgl/models/target tp=1 spec=EAGLE3/d/2/1/3 | single-stream c1 128 tok"
+    big = "sglang model=/tmp/sgl/models8b/target tp=1 spec=EAGLE3/d/2/1/3 | single-stream c1 256 tok"
     tight = RoundRun("decode_tok_s", (1.0, 1.01, 0.99, 1.0), "", "ref", "large/single-stream/decode_tok_s", "reference")
-    wide = RoundRun("decode_tok_s", (0.85, 1.1, 0.95), "", "sgl", "sgl/single-stream/decode_tok_s", "sglang")
+    wide = RoundRun("decode_tok_s", (0.85, 1.1, 0.95), "", "sgl", "sgl/single-stream/decode_tok_s", "sglang", tiny)
     spread = _spread([tight, wide])
     key = "new-server/single-stream/decode_tok_s"
-    ref, ref_source = spread.prior_for(key, "reference")
-    sgl, sgl_source = spread.prior_for(key, "sglang")
-    assert ref is not None and sgl is not None and ref.df == 3 and sgl.df == 2
-    assert sgl.spread > 5 * ref.spread
-    assert "of decode_tok_s of sglang" in sgl_source and "of decode_tok_s of reference" in ref_source
-    assert spread.prior_for(key, "vllm") == (None, "")  # another engine's luck is no prior
-    assert spread.prior_for(key)[0].df == 5  # no engine named (an old caller): every run of the metric
-    assert len(spread.residuals(key, "sglang")) == 3
+    for engine in ("reference", "sglang", "vllm", ""):
+        assert spread.prior_for(key, engine) == (None, ""), engine  # no "any key" fallback
+    assert spread.prior_for(key, "sglang", big) == (None, "")  # the 8B shape never borrows the tiny model's
+    twin, source = spread.prior_for("sgl-untuned/single-stream/decode_tok_s", "sglang", tiny)
+    assert twin is not None and twin.df == 2 and "of sgl/single-stream/decode_tok_s, which served the same" in source
+    assert spread.prior_for("sgl/single-stream/decode_tok_s", "sglang", big) == (None, "")  # same name, other model
+    assert spread.prior_for("sgl/single-stream/decode_tok_s", "sglang")[0] is not None  # served not known: by key
+    assert len(spread.residuals("sgl-untuned/single-stream/decode_tok_s", "sglang", tiny)) == 3
 
 
 def test_a_keys_own_runs_count_unless_they_name_another_engine() -> None:
@@ -82,7 +88,8 @@ def test_the_real_sglang_aa_run_is_no_regression_at_its_own_engines_spread() -> 
     design = rounds.RoundSettings.make(2, 2, None).design
     _, verdict, why, _ = rounds.judge_key(ratios, True, plan_key(key, others, design, None, "sglang"), design)
     assert verdict != rounds.REGRESSION, why
-    reference_only = _spread([r for r in full.runs if r.engine == "reference"])
+    # the rule before engines were kept: the reference server's runs, borrowed as if they were this key's
+    reference_only = _spread([replace(r, key=key) for r in full.runs if r.engine == "reference"])
     _, before, _, _ = rounds.judge_key(ratios, True, plan_key(key, reference_only, design, None), design)
     assert before == rounds.REGRESSION  # the false alarm the device printed (exit 1)
 

@@ -95,13 +95,13 @@ def register(sub: Any) -> None:
                         help="baseline folder holding <machine-class>/round-spread.json (default: %(default)s; "
                              "'none': the default round spread)")
     parser.add_argument("--metric", default="decode_tok_s", help="metric whose round spread is used, pooled "
-                                                                 "over its keys (default: %(default)s)")
+                                                                 "over its keys, without --key: an overview, since "
+                                                                 "ab borrows no other key's (default: %(default)s)")
     parser.add_argument("--key", default=None, help="a result key, e.g. large-eagle3-tuned/single-stream/"
                                                     "decode_tok_s: its own round spread, as ab plans it")
     parser.add_argument("--engine", default="",
-                        help="the engine the servers run, as a results file's machine.engine names it: a key without "
-                             "runs of its own borrows that engine's runs only, as ab does (default: every run of the "
-                             "metric)")
+                        help="the engine the servers run, as a results file's machine.engine names it: without --key, "
+                             "that engine's runs of the metric only (default: every run of the metric)")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds before the first look (as ab)")
     parser.add_argument("--max-rounds", type=int, default=None,
                         help=f"the last look (default max({DEFAULT_MAX_ROUNDS}, --rounds), as ab)")

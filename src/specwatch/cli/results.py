@@ -109,7 +109,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             server, workload, metric = key.split("/", 2)
             root = Path(args.baseline).resolve().parent.parent
             class_spread = classspread.session_floor(BaselineStore(root), ref.machine_class, server, workload, metric,
-                                                     str(cur.machine.get("engine") or ""))
+                                                     str(cur.machine.get("engine") or ""),
+                                                     str(ref.metrics[key].extra.get("served") or ""))
             term = machineterm.load(root, ref.machine_class).get(metric)
         c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance, machine=machine,
                                  alpha=args.alpha, sessions=sessions or None, class_spread=class_spread,

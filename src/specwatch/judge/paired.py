@@ -85,6 +85,20 @@ def noisier_than_prior(ratios: Sequence[float], prior: RoundPrior) -> float:
     return float(_sps.f.sf(float(x.var(ddof=1)) / prior.spread**2, x.size - 1, prior.df))
 
 
+def prior_fit(ratios: Sequence[float], prior: RoundPrior, weight: int | None = None) -> float:
+    """Two-sided p of "these rounds wander as the prior says" (an F test of their variance against the prior's,
+    the prior worth ``weight`` rounds, default its df; 1.0 with fewer than 2 rounds). A small p says the prior is
+    not this key's: its rounds are far tighter (a prior measured on another model) or far looser than it."""
+    x = np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float))
+    if x.size < 2:
+        return 1.0
+    var = float(x.var(ddof=1))
+    if prior.spread == 0:
+        return 0.0 if var > 0 else 1.0
+    f, d1, d2 = var / prior.spread**2, x.size - 1, weight or prior.df
+    return float(min(1.0, 2 * min(_sps.f.cdf(f, d1, d2), _sps.f.sf(f, d1, d2))))
+
+
 def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: RoundPrior | None = None) -> PairedRounds:
     """Summarise per-round ratios (head/base, one per alternating round); needs ≥ 2 rounds, or 1
     with a ``prior`` (whose spread then stands for the round-to-round noise alone)."""
@@ -109,4 +123,5 @@ def paired_rounds(ratios: Sequence[float], confidence: float = 0.90, prior: Roun
                         pooled, int(df))
 
 
-__all__ = ["PairedRounds", "RoundPrior", "detectable", "noisier_than_prior", "paired_rounds", "round_prior"]
+__all__ = ["PairedRounds", "RoundPrior", "detectable", "noisier_than_prior", "paired_rounds", "prior_fit",
+           "round_prior"]

@@ -104,6 +104,14 @@ class Measurement:
     boots: tuple[int, ...] = ()
     #: what else ran on the host during the runs (:func:`specwatch.server.neighbours.neighbours`)
     neighbours: tuple[str, ...] = ()
+    #: what the server served (:meth:`specwatch.profiles.profile.ServerProfile.served`; "" when not known)
+    served: str = ""
+
+    def identity(self) -> str:
+        """What a prior of this measurement's keys belongs to: the server it served and the workload's size
+        (``... | single-stream c1 256 tok``; "" when the server is not known)."""
+        wl = self.workload
+        return f"{self.served} | {wl.name} c{wl.concurrency} {wl.max_new_tokens} tok" if self.served else ""
 
     def samples(self, metric: str) -> list[float]:
         """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for a key
@@ -285,6 +293,7 @@ class _Measuring:
             metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
             server_info_before=self.info_before, server_info_after=info_after, log_records=records, wall_s=wall,
             shared_host=server.shared_host or bool(others), gpu_state=gpu_state, neighbours=others,
+            served=server.profile.served(),
         )
 
 

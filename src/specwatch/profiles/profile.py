@@ -182,6 +182,16 @@ class ServerProfile:
         """:meth:`unable` for a check that needs every capability of the native engine (tests' shorthand)."""
         return self.unable(check, ("native_api", "metrics", "decode_lines", "meta_info", "process_tree"))
 
+    def served(self) -> str:
+        """What a boot of this server serves, whatever the profile's name: engine, model, tensor parallelism and
+        speculative settings (``sglang model=/tmp/sgl/models8b/target tp=1 spec=EAGLE3/...``). Two profiles
+        that serve the same (twins that differ only in their environment) share their boot-to-boot spread; a
+        different model never borrows another's (:mod:`specwatch.store.roundspread`)."""
+        spec = self.speculative
+        drafted = (f" spec={spec.algorithm}/{spec.draft_model or '-'}/{spec.num_steps}/{spec.eagle_topk}/"
+                   f"{spec.num_draft_tokens}" if spec else "")
+        return f"{self.engine} model={self.model} tp={self.ranks}{drafted}"
+
     @property
     def role(self) -> str:
         """``spec`` for a speculative server, ``baseline`` otherwise."""

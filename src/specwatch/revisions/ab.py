@@ -136,8 +136,8 @@ def run_ab(
         raise UsageError(f"the two sides share no result key of {', '.join(settings.metrics)}; do both runs "
                          f"measure the same servers (same profile names)?")
     if record_rounds and settings.round_history and outcome.machine_class:
-        runs = [(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}", k.key)
-                for k in outcome.keys]
+        runs = [(k.key.rsplit("/", 1)[-1], k.round_ratios, f"{base.label} -> {head.label}: {k.key}", k.key,
+                 outcome.served.get(k.key, "")) for k in outcome.keys]
         written = RoundSpread.append(settings.round_history, outcome.machine_class, runs, engine=outcome.engine)
         print(f"{PREFIX} this run's rounds added to {written}", file=out, flush=True)
     return outcome

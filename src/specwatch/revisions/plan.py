@@ -1,26 +1,34 @@
-"""What an A/B run plans for each judged key before it judges: the round spread, the tolerance, what it can see.
+"""What an A/B run plans for each judged key at its first look: the round spread, the tolerance, what it can see.
 
-A key's round spread comes from the machine class's round history (:meth:`RoundSpread.prior_for`:
-the key's own earlier runs, else its metric's), or the rule's documented conservative default
-(:data:`specwatch.judge.sequential.DEFAULT_PRIOR`) where none is recorded. Its tolerance is the
-one the user gave, or else the smallest that the design resolves at that spread
-(:func:`specwatch.judge.sequential.resolvable_tolerance`: a healthy head ends "no regression" 19
-times in 20). Each plan also says the slowdown the design catches 19 times in 20.
+A key's round spread comes from the machine class's round history (:meth:`RoundSpread.prior_for`: the
+earlier runs of the key and of its twins, which served the same model with the same settings and workload),
+or the rule's documented conservative default (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`) where none is
+recorded. The data outrank the prior: when the first look's rounds do not fit it
+(:func:`specwatch.judge.sequential.prior_fits`), it is set aside and the key is judged on its own rounds
+alone; a prior far wider than the rounds is then no reason for a wide tolerance either. Its tolerance is
+the one the user gave, or else the smallest that the design resolves at the spread it is judged at
+(:func:`specwatch.judge.sequential.resolvable_tolerance`: a healthy head ends "no regression" 19 times
+in 20), never below :data:`MIN_TOLERANCE`. Each plan also says the slowdown the design catches 19 times
+in 20.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from specwatch.judge import sequential
-from specwatch.judge.paired import RoundPrior
+from specwatch.judge.paired import RoundPrior, round_prior
 from specwatch.store.roundspread import RoundSpread
 
 #: the tolerance used where not even a 90 % tolerance is resolvable (a design of too few rounds)
 FALLBACK_TOLERANCE = 0.5
+#: the smallest tolerance planned from a run's own rounds: two rounds that agree within 0.03 % resolve far less
+#: on paper, but a boot of real SGLang at the 8B shape wanders 0.65 % (cv over 4 boots, one H200), and a spread
+#: read from 1-3 rounds can be low by luck
+MIN_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,12 @@ class KeyPlan:
     resolvable: float | None  # the smallest tolerance a healthy head settles 19 times in 20 (None: none)
     detectable: float | None  # the smallest slowdown caught 19 times in 20 by the last look (None: none)
     recorded: bool  # the spread comes from recorded rounds, not the default
+    set_aside: str = ""  # why the prior is not pooled: the first look's rounds do not fit it ("": pooled)
+
+    @property
+    def pooled_prior(self) -> RoundPrior | None:
+        """The prior the looks pool (None: set aside, the key judged on its own rounds alone)."""
+        return None if self.set_aside else self.prior
 
     def line(self, key: str, design: sequential.Design, chosen: bool) -> str:
         """The plan's progress line: spread, tolerance, and the 'caught 19 times in 20' sentence."""
@@ -42,6 +56,8 @@ class KeyPlan:
         else:
             spread = (f"no round history for it, so the conservative default round spread "
                       f"{self.prior.spread:.0%} worth {self.prior.df} rounds (record some with --record-rounds)")
+        if self.set_aside:
+            spread += f", set aside: {self.set_aside}"
         rounds = f"{design.first}-{design.last} rounds" if design.first < design.last else f"{design.last} rounds"
         if chosen:
             tol = f"tolerance {self.tolerance:.1%} (given)"
@@ -59,14 +75,30 @@ class KeyPlan:
 
 
 def plan_key(key: str, spread: RoundSpread | None, design: sequential.Design, tolerance: float | None,
-             engine: str = "") -> KeyPlan:
-    """The plan of one key (``spread``: the class's round history, None when there is none to read; ``engine``:
-    the engine the key's servers ran, whose runs alone give a spread borrowed from other keys)."""
-    prior, source = spread.prior_for(key, engine) if spread is not None else (None, "")
+             engine: str = "", served: str = "", rounds: Sequence[float] = ()) -> KeyPlan:
+    """The plan of one key (``spread``: the class's round history, None when there is none to read; ``engine``
+    and ``served``: the engine the key's servers ran and what they served, whose runs alone give its spread;
+    ``rounds``: the first look's head/base ratios, which set the prior aside when they do not fit it)."""
+    prior, source = spread.prior_for(key, engine, served) if spread is not None else (None, "")
     recorded = prior is not None and prior.spread > 0
     if not recorded:
         prior, source = sequential.DEFAULT_PRIOR, "the default"
     assert prior is not None
+    fits, p = sequential.prior_fits(rounds, prior) if len(rounds) >= 2 else (True, 1.0)
+    own = round_prior([rounds]) if not fits else None
+    if own is not None:
+        tighter = own.spread < prior.spread
+        why = (f"this run's {len(rounds)} rounds wander {own.spread:.2%}, far {'less' if tighter else 'more'} than "
+               f"it (F test p={p:.2g} < {sequential.PRIOR_FIT_P:g}): judged on its own rounds alone")
+        if tighter:  # the prior was no reason for a wide tolerance: planned at the rounds' own spread
+            resolvable = _resolvable_own(round(own.spread, 6), design)
+            nice = max(MIN_TOLERANCE, sequential.nice_tolerance(resolvable)) if resolvable is not None else None
+        else:  # a noisy run does not widen the gate: the tolerance stays the prior's, and may end 'unsure'
+            resolvable = _resolvable(prior, design)
+            nice = sequential.nice_tolerance(resolvable) if resolvable is not None else None
+        chosen = tolerance if tolerance is not None else nice if nice is not None else FALLBACK_TOLERANCE
+        return KeyPlan(prior, source, chosen, resolvable, _detectable_own(round(own.spread, 6), chosen, design),
+                       recorded, why)
     resolvable = _resolvable(prior, design)
     nice = sequential.nice_tolerance(resolvable) if resolvable is not None else None
     chosen = tolerance if tolerance is not None else nice if nice is not None else FALLBACK_TOLERANCE
@@ -79,16 +111,29 @@ def _resolvable(prior: RoundPrior, design: sequential.Design) -> float | None:
 
 
 @functools.lru_cache(maxsize=512)
+def _resolvable_own(spread: float, design: sequential.Design) -> float | None:
+    return sequential.resolvable_tolerance(None, design, spread=spread)
+
+
+@functools.lru_cache(maxsize=512)
+def _detectable_own(spread: float, tolerance: float, design: sequential.Design) -> float | None:
+    return sequential.detectable(None, tolerance, design, spread=spread)
+
+
+@functools.lru_cache(maxsize=512)
 def _detectable(prior: RoundPrior, tolerance: float, design: sequential.Design) -> float | None:
     return sequential.detectable(prior, tolerance, design)
 
 
 def plan_keys(keys: Iterable[str], spread: RoundSpread | None, design: sequential.Design, tolerance: float | None,
-              lead: str, out: TextIO, engine: str = "") -> dict[str, KeyPlan]:
-    """Plans of ``keys``, one progress line each."""
+              lead: str, out: TextIO, engine: str = "", served: Mapping[str, str] | None = None,
+              rounds: Mapping[str, Sequence[float]] | None = None) -> dict[str, KeyPlan]:
+    """Plans of ``keys`` (``served``: key -> what its servers served; ``rounds``: key -> the first look's
+    ratios), one progress line each."""
     plans: dict[str, KeyPlan] = {}
     for key in sorted(keys):
-        plans[key] = plan_key(key, spread, design, tolerance, engine)
+        plans[key] = plan_key(key, spread, design, tolerance, engine, (served or {}).get(key, ""),
+                              (rounds or {}).get(key, ()))
         print(f"{lead} {plans[key].line(key, design, tolerance is not None)}", file=out, flush=True)
     return plans
 
@@ -101,4 +146,4 @@ def tolerances(plans: Mapping[str, KeyPlan]) -> str:
     return f"{values[0]:.1%}" if len(values) == 1 else f"{values[0]:.1%}-{values[-1]:.1%}"
 
 
-__all__ = ["FALLBACK_TOLERANCE", "KeyPlan", "plan_key", "plan_keys", "tolerances"]
+__all__ = ["FALLBACK_TOLERANCE", "MIN_TOLERANCE", "KeyPlan", "plan_key", "plan_keys", "tolerances"]

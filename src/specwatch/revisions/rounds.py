@@ -33,7 +33,7 @@ from specwatch.errors import SpecwatchError, UsageError
 from specwatch.judge import paired, sequential
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun
 from specwatch.revisions.plan import KeyPlan, plan_key, plan_keys
-from specwatch.revisions.step import MeasureConfig, measure, samples_of
+from specwatch.revisions.step import MeasureConfig, measure, samples_of, served_of
 from specwatch.store.result import ResultSet
 from specwatch.store.roundspread import RoundSpread
 
@@ -170,6 +170,7 @@ class Rounds:
     failed_side: str | None = None
     machine_class: str | None = None  # as the first measurement's results file records it
     engine: str = ""  # the engine(s) its servers ran, as that results file records them ("" when it does not)
+    served: dict[str, str] = field(default_factory=dict)  # key -> what its servers served, as that file records it
     plans: dict[str, KeyPlan] = field(default_factory=dict)
 
     @property
@@ -226,7 +227,7 @@ def judge_key(ratios: Sequence[float], higher_is_better: bool, plan: KeyPlan,
     first that crosses a boundary; open (unsure) when none does."""
     found = None
     for n in range(design.first, min(len(ratios), design.last) + 1):
-        found = judge_ratios(ratios[:n], higher_is_better, plan.tolerance, design, plan.prior)
+        found = judge_ratios(ratios[:n], higher_is_better, plan.tolerance, design, plan.pooled_prior)
         if found[1] != UNSURE:
             return (*found, n)
     assert found is not None
@@ -236,11 +237,15 @@ def judge_key(ratios: Sequence[float], higher_is_better: bool, plan: KeyPlan,
 def _message(why: str, summary: paired.PairedRounds, plan: KeyPlan, ratios: Sequence[float], decided: int | None,
              stopped: int, design: sequential.Design) -> str:
     """A key's verdict message: the reason, the bounds, where the spread came from, when it settled."""
-    spread = (f"round-to-round spread {summary.spread:.1%}, pooled with {plan.prior.spread:.1%} over "
-              f"{min(plan.prior.df, sequential.MAX_PRIOR_DF)} df of {plan.source}: {summary.pooled_spread:.1%} over "
-              f"{summary.df} df")
     judged = ratios[:summary.rounds]
-    if len(judged) >= 2 and (p := paired.noisier_than_prior(judged, plan.prior)) < NOISY_DAY_P:
+    if plan.set_aside:
+        spread = (f"round-to-round spread {summary.spread:.2%} over {summary.df} df, its own alone: the round spread "
+                  f"{plan.prior.spread:.1%} of {plan.source} is set aside ({plan.set_aside})")
+    else:
+        spread = (f"round-to-round spread {summary.spread:.1%}, pooled with {plan.prior.spread:.1%} over "
+                  f"{min(plan.prior.df, sequential.MAX_PRIOR_DF)} df of {plan.source}: {summary.pooled_spread:.1%} "
+                  f"over {summary.df} df")
+    if not plan.set_aside and len(judged) >= 2 and (p := paired.noisier_than_prior(judged, plan.prior)) < NOISY_DAY_P:
         record = "the record" if plan.recorded else "the default round spread"
         spread += (f"; these rounds wander more than {record} ({summary.spread:.1%} against {plan.prior.spread:.1%},"
                    f" F-test p={p:.2g}): the run is noisier than its record")
@@ -252,6 +257,14 @@ def _message(why: str, summary: paired.PairedRounds, plan: KeyPlan, ratios: Sequ
         when = f"still open at the last look (round {design.last})"
     return (f"{why}; head/base {summary.ratio:.3f} [{summary.low:.3f}, {summary.high:.3f}] over {summary.rounds} "
             f"round(s), each a fresh boot of both sides; {spread}; {when}")
+
+
+def key_ratios(base_rounds: Sequence[Found], head_rounds: Sequence[Found], key: str) -> list[float]:
+    """A key's head/base ratio of each round: the ratio of the two sides' medians (rounds without a positive median
+    on both sides left out)."""
+    pairs = [(statistics.median(b[key][0]), statistics.median(h[key][0]))
+             for b, h in zip(base_rounds, head_rounds, strict=False)]
+    return [h / b for b, h in pairs if b > 0 and h > 0]
 
 
 def judge(base_rounds: Sequence[Found], head_rounds: Sequence[Found], settings: RoundSettings,
@@ -267,9 +280,7 @@ def judge(base_rounds: Sequence[Found], head_rounds: Sequence[Found], settings: 
     out = []
     for key in chosen:
         unit, higher = base_rounds[0][key][1], base_rounds[0][key][2]
-        pairs = [(statistics.median(b[key][0]), statistics.median(h[key][0]))
-                 for b, h in zip(base_rounds, head_rounds, strict=False)]
-        ratios = [h / b for b, h in pairs if b > 0 and h > 0]
+        ratios = key_ratios(base_rounds, head_rounds, key)
         if len(ratios) < design.first:
             continue
         plan = (plans or {}).get(key) or plan_key(key, None, design, settings.tolerance)
@@ -392,6 +403,7 @@ def alternate(
             if result.machine_class is None:
                 result.machine_class = machine_class_of(m.results)
                 result.engine = engine_of(m.results)
+                result.served = served_of(m.results)
             print(f"{lead} round {n} {side.name}: {headline(found, settings.metrics)} ({m.seconds:.1f} s"
                   f"{', kept from the stopped run' if kept else ''})", file=out, flush=True)
         result.rounds = n
@@ -400,8 +412,10 @@ def alternate(
         if not result.plans:
             shared = set.intersection(*(set(r) for r in [*taken[base.name], *taken[head.name]]))
             spread = round_spread_of(settings, result.machine_class, lead, out)
-            result.plans = plan_keys((k for k in shared if k.rsplit("/", 1)[-1] in settings.metrics), spread,
-                                     settings.design, settings.tolerance, lead, out, result.engine)
+            judged = [k for k in shared if k.rsplit("/", 1)[-1] in settings.metrics]
+            result.plans = plan_keys(judged, spread, settings.design, settings.tolerance, lead, out, result.engine,
+                                     result.served, {k: key_ratios(taken[base.name], taken[head.name], k)
+                                                     for k in judged})
         result.keys = judge(taken[base.name], taken[head.name], settings, result.plans)
         open_keys = [k.key for k in result.keys if k.verdict == UNSURE]
         if not result.keys or result.verdict == REGRESSION or not open_keys:

@@ -107,6 +107,18 @@ def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, boo
     return {r.key: ([float(x) for x in r.samples], r.unit, r.higher_is_better) for r in rs.results if r.samples}
 
 
+def served_of(path: str | Path | None) -> dict[str, str]:
+    """key -> what its servers served (the results' ``extra.served``, :meth:`Measurement.identity`) of a results
+    file; empty when it is missing or unreadable, or records none."""
+    if path is None:
+        return {}
+    try:
+        rs = ResultSet.load(path)
+    except (SpecwatchError, OSError):
+        return {}
+    return {r.key: str(r.extra["served"]) for r in rs.results if r.extra.get("served")}
+
+
 def run_logged(
     cmd: Sequence[str] | str, *, cwd: Path, env: Mapping[str, str], log: TextIO, timeout_s: float | None
 ) -> int | None:

@@ -80,17 +80,17 @@ def _references(session: Session) -> References:
     return References(judged=judged, read=session.reference_samples)
 
 
-def _round_prior(session: Session, server: str, workload: str) -> tuple[RoundPrior | None, str]:
+def _round_prior(session: Session, server: str, workload: str, measured: Measurement) -> tuple[RoundPrior | None,
+                                                                                                 str]:
     """The round spread earlier A/B runs recorded for this machine class, and where it comes from: the
-    boot-to-boot term a relative gate pools with its own rounds (None: none recorded). ``server``'s own
-    key when its runs give enough degrees of freedom, else every run of decode tok/s of its engine
-    (:meth:`RoundSpread.prior_for`, the rule ``specwatch ab`` uses: another engine's boot-to-boot luck is none
-    of this one's)."""
+    boot-to-boot term a relative gate pools with its own rounds (None: none recorded). The runs of ``server``'s
+    key and of its twins, which served what ``measured`` served (:meth:`RoundSpread.prior_for`, the rule
+    ``specwatch ab`` uses: another model's boot-to-boot luck is none of this one's)."""
     from specwatch.store.roundspread import RoundSpread
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
     engine = session.engine_of(server)
-    return spread.prior_for(f"{server}/{workload}/{gates.DECODE_METRIC}", engine)
+    return spread.prior_for(f"{server}/{workload}/{gates.DECODE_METRIC}", engine, measured.identity())
 
 
 # -- throughput -----------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
         return Verdict(gates.SPEC_VS_BASELINE, Status.SKIP,
                        "the profile set has no spec and baseline servers to compare")
     base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
-    prior, source = _round_prior(session, spec_p.name, workload)
+    prior, source = _round_prior(session, spec_p.name, workload, spec)
     pair = Pair(spec, base, (spec_p.name, base_p.name), workload, prior, source,
                 _findings(session, spec_p.name, base_p.name))
     return gates.speculation_beats_baseline(pair, Policy(alpha=session.config.alpha),
@@ -153,7 +153,7 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
         return Verdict(gates.TUNED_VS_UNTUNED, Status.SKIP,
                        "the profile set has no tuned and untuned servers to compare")
     untuned, tuned = session.measure_pair(u_p.name, t_p.name, workload)
-    prior, source = _round_prior(session, t_p.name, workload)
+    prior, source = _round_prior(session, t_p.name, workload, tuned)
     pair = Pair(tuned, untuned, (t_p.name, u_p.name), workload, prior, source, _findings(session, t_p.name, u_p.name))
     return gates.tuned_vs_untuned(pair, session.profiles.gates, Policy(alpha=session.config.alpha),
                                   unread=gates.unread_difference(t_p, u_p))

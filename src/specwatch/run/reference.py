@@ -68,7 +68,8 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
     yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(None, MIN_SESSIONS, machine=machine))
     term = machineterm.load(store.root, mc).get(metric)
     engine = run.engine_of(profile)
-    spread = classspread.session_floor(store, mc, profile, workload, metric, engine)
+    spread = classspread.session_floor(store, mc, profile, workload, metric, engine,
+                                       str(entry.extra.get("served") or ""))
     return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded}){shared_note(entry.extra)}",
                      sessions,
                      dict(entry.extra), note, yardsticks, machine, term,

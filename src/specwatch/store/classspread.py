@@ -1,11 +1,13 @@
-"""The session spread a baseline of too few sessions is judged with: its machine class's, per engine.
+"""The session spread a baseline of too few sessions is judged with: that of what it served, never another's.
 
-A drift gate judges a baseline of ``MIN_SESSIONS`` or more sessions by their own spread. With fewer, the
-class's spread sets a floor, so that a healthy server's boot-to-boot wander is not called a regression:
-the largest spread among the class's baselines of the same engine with enough sessions, else the engine's
-boot-to-boot spread from the class's round spread (:func:`specwatch.store.roundspread.boot_floor`). The engine
-matters: on one H200 the reference server's boots agree within a few percent, real SGLang 0.5.16's with a tiny
-model wander by tens (docs/validation/data/2026-12-03-sglang-perf-x1-2).
+A drift gate judges a baseline of ``MIN_SESSIONS`` or more sessions by their own spread. With fewer, a spread
+measured on the same machine class sets a floor, so that a healthy server's boot-to-boot wander is not called a
+regression: the largest spread among the class's baselines of the same served identity (engine, model, tensor
+parallelism, speculative settings and workload size, recorded in each result's ``extra.served``) with enough
+sessions, else the boot-to-boot spread of its round history (:func:`specwatch.store.roundspread.boot_floor`).
+A prior belongs to the workload it was measured on: real SGLang 0.5.16 on one H200 boots a tiny 8-layer model
+with a 25.9 % spread and the same construction at Llama-3.1-8B's sizes within 0.7 %; the tiny model's floor,
+borrowed by the 8B shape, passed a -9.3 % slowdown (p = 3.7e-05) as "noisy" (issue 36).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from specwatch.store.roundspread import boot_floor
 
 
 def class_spread(store: BaselineStore, machine_class: str, workload: str, metric: str,
-                 engine: str = "") -> tuple[float, str] | None:
+                 engine: str = "", served: str = "") -> tuple[float, str] | None:
     """The largest session-to-session spread of ``workload/metric`` among this machine class's baselines with
-    enough sessions, and where it was measured (None: none has enough): the largest, so that no healthy server is
-    failed by a spread the class has shown. With ``engine`` named, baselines of another engine are left out."""
+    enough sessions that served ``served``, and where it was measured (None: none has enough, or ``served`` is
+    not known): the largest, so that no healthy server is failed by a spread its twins have shown."""
+    if not served:
+        return None
     from specwatch.judge import stats
     from specwatch.judge.compare import MIN_SESSIONS
 
@@ -34,6 +38,8 @@ def class_spread(store: BaselineStore, machine_class: str, workload: str, metric
         if base is None or (engine and base.machine.get("engine") not in (None, "", engine)):
             continue
         entry = base.get(workload, metric)
+        if entry is None or entry.extra.get("served") != served:
+            continue
         sessions = [s["samples"] for s in (entry.sessions if entry else []) if s.get("samples")]
         if len(sessions) >= MIN_SESSIONS:
             found.append((stats.session_spread(sessions), f"{profile}: {len(sessions)} sessions"))
@@ -41,12 +47,13 @@ def class_spread(store: BaselineStore, machine_class: str, workload: str, metric
 
 
 def session_floor(store: BaselineStore, machine_class: str, server: str, workload: str, metric: str,
-                  engine: str = "") -> tuple[float, str] | None:
-    """The session spread a baseline of too few sessions is judged with (the one owner of this choice): the
-    class's, from baselines of ``engine`` (:func:`class_spread`), else ``engine``'s boot-to-boot spread from the
-    class's round spread (:func:`specwatch.store.roundspread.boot_floor`); None: neither is recorded."""
-    return (class_spread(store, machine_class, workload, metric, engine)
-            or boot_floor(store.root, machine_class, server, workload, metric, engine))
+                  engine: str = "", served: str = "") -> tuple[float, str] | None:
+    """The session spread a baseline of too few sessions is judged with (the one owner of this choice): that of
+    the class's baselines that served ``served`` (:func:`class_spread`), else the boot-to-boot spread of the
+    key's round history and its twins' (:func:`specwatch.store.roundspread.boot_floor`); None: neither is
+    recorded."""
+    return (class_spread(store, machine_class, workload, metric, engine, served)
+            or boot_floor(store.root, machine_class, server, workload, metric, engine, served))
 
 
 __all__ = ["class_spread", "session_floor"]

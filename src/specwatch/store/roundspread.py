@@ -9,14 +9,18 @@ each earlier A/B run's log ratios around their own mean measure it. This file ke
 with its own rounds (a moderated t). Reviewed in git like the baselines beside it.
 
 Each run names the result key it measured (``key``, e.g. ``large-eagle3-tuned/single-stream/decode_tok_s``;
-empty in runs recorded before keys were kept) and the engine its servers ran (``engine``, e.g. ``sglang``;
-empty in runs recorded before engines were kept). A key is judged on the spread of its own runs when
-they give at least :data:`MIN_KEY_DF` degrees of freedom, else on every run of its metric and engine on the
-class (:meth:`RoundSpread.prior_for`); where neither exists the A/B rule's conservative default
-applies (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`). The engine matters: on one H200 the reference
-server's boots agree within 4.5 % (18 runs), while real SGLang 0.5.16's boots of one EAGLE-3 server read
-408 to 692 tok/s, and an A/A ``ab`` judged at the reference server's spread called it a regression
-(docs/validation/data/2026-12-03-sglang-ab-x1).
+empty in runs recorded before keys were kept), the engine its servers ran (``engine``, e.g. ``sglang``) and
+what they served (``served``: engine, model, tensor parallelism, speculative settings and the workload's size,
+:meth:`specwatch.load.measure.Measurement.identity`; empty in runs recorded before it was kept).
+
+A prior belongs to the workload it was measured on (:meth:`RoundSpread.prior_for`): a key is judged on the runs
+of the same key, and on those of other keys that served the same thing (twins whose profiles differ only in
+name or environment), never on another model's, another speculative setting's or another workload's. Where
+none exists the A/B rule's conservative default applies (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`),
+which the run's own rounds can overrule (:func:`specwatch.judge.sequential.look`). Why: real SGLang 0.5.16 on
+one H200 boots a tiny 8-layer model with a 25.9 % spread and the same construction at Llama-3.1-8B's sizes
+within 0.7 %; borrowed "of sglang on h200x1, any key", the tiny model's spread hid a -9 % slowdown at the 8B
+shape whose own rounds agreed within 0.1 % (issue 36).
 """
 
 from __future__ import annotations
@@ -36,10 +40,6 @@ FORMAT_VERSION = 1
 FILE_NAME = "round-spread.json"
 #: the most recent runs kept per metric: a machine class's spread is a moving target
 KEEP_RUNS = 200
-#: the degrees of freedom a key's own runs need before they alone give its spread
-MIN_KEY_DF = 4
-
-
 #: a head/base ratio outside this range is no measurement of one server against another
 RATIO_RANGE = (1e-3, 1e3)
 
@@ -64,6 +64,17 @@ class RoundRun:
     label: str
     key: str = ""  # the result key measured ("" in runs recorded before keys were kept)
     engine: str = ""  # the engine its servers ran ("" in runs recorded before engines were kept)
+    served: str = ""  # what its servers served and the workload's size ("" in runs recorded before it was kept)
+
+    def belongs_to(self, key: str, engine: str = "", served: str = "") -> bool:
+        """Whether this run's spread is a prior of ``key`` served as ``served`` by ``engine``: the same key, or
+        another key of the same metric that served the same thing; never where either names another engine or
+        another served identity."""
+        if len(self.ratios) < 2 or (engine and self.engine and self.engine != engine):
+            return False
+        if self.key == key:
+            return not (served and self.served and self.served != served)
+        return bool(served) and self.served == served and self.metric == key.rsplit("/", 1)[-1]
 
 
 class RoundSpread:
@@ -90,7 +101,7 @@ class RoundSpread:
                 ratios = tuple(_ratio(r) for r in run["ratios"])
                 runs.append(RoundRun(str(run["metric"]), ratios, str(run.get("recorded", "")),
                                      str(run.get("label", "")), str(run.get("key", "")),
-                                     str(run.get("engine", ""))))
+                                     str(run.get("engine", "")), str(run.get("served", ""))))
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios, each a "
                                  f"head/base ratio between {RATIO_RANGE[0]:g} and {RATIO_RANGE[1]:g}") from None
@@ -105,33 +116,32 @@ class RoundSpread:
         n = sum(1 for r in self.runs if r.metric == metric and len(r.ratios) >= 2)
         return f"{n} earlier A/B run(s) on {self.machine_class} ({self.path})"
 
-    def _runs_for(self, key: str, engine: str = "") -> tuple[list[RoundRun], str]:
-        """The runs that give ``key``'s spread and what they are: its own, else its metric's (see the module).
+    def _runs_for(self, key: str, engine: str = "", served: str = "") -> tuple[list[RoundRun], str]:
+        """The runs that give ``key``'s spread and what they are (:meth:`RoundRun.belongs_to`, see the module). A bare
+        metric for ``key``: every key's runs of it (``specwatch ab-power``'s overview of a class, never a prior
+        that a verdict borrows)."""
+        if "/" not in key:
+            runs = [r for r in self.runs if r.metric == key and len(r.ratios) >= 2
+                    and not (engine and r.engine and r.engine != engine)]
+            of = f"{key} of {engine}" if engine else key
+            return runs, f"{len(runs)} earlier A/B run(s) of {of} on {self.machine_class}, every key ({self.path})"
+        runs = [r for r in self.runs if r.belongs_to(key, engine, served)]
+        twins = sorted({r.key for r in runs} - {key})
+        also = f" and of {', '.join(twins)}, which served the same" if twins else ""
+        return runs, f"{len(runs)} earlier A/B run(s) of this key{also} on {self.machine_class} ({self.path})"
 
-        With ``engine`` named, runs that name another engine are left out, its own and its metric's: another
-        engine's boot-to-boot spread says nothing of this one's (runs recorded before engines were kept count)."""
-        own = [r for r in self.runs if r.key == key and len(r.ratios) >= 2 and r.engine in ("", engine or r.engine)]
-        if sum(len(r.ratios) - 1 for r in own) >= MIN_KEY_DF:
-            return own, f"{len(own)} earlier A/B run(s) of this key on {self.machine_class} ({self.path})"
-        metric = key.rsplit("/", 1)[-1]
-        same = [r for r in self.runs
-                if r.metric == metric and len(r.ratios) >= 2 and r.engine in ("", engine or r.engine)]
-        of = f"{metric} of {engine}" if engine else metric
-        return same, f"{len(same)} earlier A/B run(s) of {of} on {self.machine_class}, any key ({self.path})"
-
-    def prior_for(self, key: str, engine: str = "") -> tuple[RoundPrior | None, str]:
-        """(round spread, where it comes from) of a result key: its own runs when they give at least
-        MIN_KEY_DF degrees of freedom, else every run of its metric (of ``engine`` when named); (None, "")
-        when there are none."""
-        runs, source = self._runs_for(key, engine)
+    def prior_for(self, key: str, engine: str = "", served: str = "") -> tuple[RoundPrior | None, str]:
+        """(round spread, where it comes from) of a result key served as ``served`` by ``engine``: the runs of
+        the key and of its twins (:meth:`RoundRun.belongs_to`); (None, "") when there are none."""
+        runs, source = self._runs_for(key, engine, served)
         found = round_prior([r.ratios for r in runs])
         return (found, source) if found is not None else (None, "")
 
-    def boot_floor(self, key: str, engine: str = "") -> tuple[float, str] | None:
-        """A session spread for a baseline of too few sessions, from the round spread of ``key`` (its own runs, else
-        its metric's, of ``engine``): a round's ratio is one fresh boot against another, so its spread over
-        sqrt(2) is one boot's, the spread of one session's median about the machine's (None: no runs)."""
-        prior, source = self.prior_for(key, engine)
+    def boot_floor(self, key: str, engine: str = "", served: str = "") -> tuple[float, str] | None:
+        """A session spread for a baseline of too few sessions, from the round spread of ``key`` (:meth:`prior_for`):
+        a round's ratio is one fresh boot against another, so its spread over sqrt(2) is one boot's, the spread
+        of one session's median about the machine's (None: no runs)."""
+        prior, source = self.prior_for(key, engine, served)
         if prior is None:
             return None
         of = f"{engine} " if engine else ""
@@ -139,10 +149,10 @@ class RoundSpread:
                 f"the boot-to-boot spread of {of}servers on {self.machine_class}: round spread {prior.spread:.1%} "
                 f"over {prior.df} df of {source}, over sqrt(2) for one boot")
 
-    def residuals(self, key: str, engine: str = "") -> list[float]:
+    def residuals(self, key: str, engine: str = "", served: str = "") -> list[float]:
         """The recorded rounds behind :meth:`prior_for`, as log ratios around their own run's mean,
         scaled by sqrt(n / (n - 1)) so that their spread is the round spread: what a replay draws."""
-        runs, _ = self._runs_for(key, engine)
+        runs, _ = self._runs_for(key, engine, served)
         out: list[float] = []
         for run in runs:
             logs = [math.log(r) for r in run.ratios]
@@ -151,18 +161,20 @@ class RoundSpread:
             out += [(x - mean) * scale for x in logs]
         return out
 
-    def add(self, metric: str, ratios: Sequence[float], label: str, key: str = "", engine: str = "") -> None:
+    def add(self, metric: str, ratios: Sequence[float], label: str, key: str = "", engine: str = "",
+            served: str = "") -> None:
         """Append one run's ratios (kept only with two rounds or more: one round says nothing of the spread)."""
         if len(ratios) >= 2:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key, engine))
+            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key, engine, served))
 
     @classmethod
     def append(cls, baseline_dir: str | Path, machine_class: str,
-               runs: Sequence[tuple[str, Sequence[float], str] | tuple[str, Sequence[float], str, str]],
+               runs: Sequence[tuple[str, Sequence[float], str] | tuple[str, Sequence[float], str, str]
+                              | tuple[str, Sequence[float], str, str, str]],
                engine: str = "") -> Path:
-        """Add runs (metric, ratios, label[, key]) of ``engine`` to the class's file: read, add and write under an
-        exclusive lock, so two A/B runs recording at once (one per GPU) both land."""
+        """Add runs (metric, ratios, label[, key[, served]]) of ``engine`` to the class's file: read, add and write
+        under an exclusive lock, so two A/B runs recording at once (one per GPU) both land."""
         import fcntl
 
         path = Path(baseline_dir) / machine_class / FILE_NAME
@@ -170,8 +182,8 @@ class RoundSpread:
         with open(path.with_name(f".{FILE_NAME}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             spread = cls.for_class(baseline_dir, machine_class)
-            for metric, ratios, label, *key in runs:
-                spread.add(metric, ratios, label, key[0] if key else "", engine)
+            for metric, ratios, label, *more in runs:
+                spread.add(metric, ratios, label, more[0] if more else "", engine, more[1] if len(more) > 1 else "")
             return spread.save()
 
     def save(self) -> Path:
@@ -184,13 +196,14 @@ class RoundSpread:
             "version": FORMAT_VERSION,
             "machine_class": self.machine_class,
             "runs": [{"metric": r.metric, "ratios": list(r.ratios), "recorded": r.recorded, "label": r.label,
-                      **({"key": r.key} if r.key else {}), **({"engine": r.engine} if r.engine else {})}
+                      **({"key": r.key} if r.key else {}), **({"engine": r.engine} if r.engine else {}),
+                      **({"served": r.served} if r.served else {})}
                      for r in kept],
         }
         return atomic_write_json(self.path, data)
 
 
-__all__ = ["FILE_NAME", "FORMAT_VERSION", "MIN_KEY_DF", "RoundRun", "RoundSpread"]
+__all__ = ["FILE_NAME", "FORMAT_VERSION", "RoundRun", "RoundSpread"]
 
 
 #: the metric whose round spread stands for a key's boot-to-boot spread when its own has none: decode throughput
@@ -201,7 +214,7 @@ BOOT_PROXY = {metric: "decode_tok_s" for metric in ("output_tok_s", "cycle_ms", 
 
 
 def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, workload: str, metric: str,
-               engine: str = "") -> tuple[float, str] | None:
+               engine: str = "", served: str = "") -> tuple[float, str] | None:
     """The class's boot-to-boot spread of ``engine``, from the round spread of earlier A/B runs
     (:meth:`RoundSpread.boot_floor`), of ``metric`` or its :data:`BOOT_PROXY`
     (None: no runs of either). On one H200 two identical real-SGLang 0.5.16 EAGLE-3 servers booted one after the
@@ -212,7 +225,7 @@ def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, worklo
     except UsageError:
         return None  # a broken file is said by the gate that reads it for its own rounds
     for m in dict.fromkeys((metric, BOOT_PROXY.get(metric, metric))):
-        found = spread.boot_floor(f"{server}/{workload}/{m}", engine)
+        found = spread.boot_floor(f"{server}/{workload}/{m}", engine, served)
         if found is not None:
             return found if m == metric else (found[0], f"{found[1]} (of {m}, for {metric})")
     return None

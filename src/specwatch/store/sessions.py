@@ -67,7 +67,9 @@ def class_spread(base: Baseline, workload: str, metric: str) -> tuple[float, str
     from specwatch.store import classspread
 
     store = BaselineStore(Path(base.path).resolve().parent.parent)
-    return classspread.class_spread(store, base.machine_class, workload, metric, str(base.machine.get("engine") or ""))
+    entry = base.get(workload, metric)
+    return classspread.class_spread(store, base.machine_class, workload, metric, str(base.machine.get("engine") or ""),
+                                    str(entry.extra.get("served") or "") if entry else "")
 
 
 def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
