@@ -34,7 +34,8 @@ TINY = (1.19, 0.82, 1.31, 0.74, 1.08, 0.88)  # rounds that wander as the tiny mo
 
 def _tiny_history(key: str, served: str = "") -> RoundSpread:
     """A history of the tiny model's wide rounds, recorded under ``key`` (as an old file would: no served)."""
-    return RoundSpread(Path("unused.json"), "h200x1", [RoundRun("decode_tok_s", TINY, "", "tiny", key, "sglang", served)])
+    runs = [RoundRun("decode_tok_s", TINY, "", "tiny", key, "sglang", served)]
+    return RoundSpread(Path("unused.json"), "h200x1", runs)
 
 
 @pytest.mark.parametrize("history_key", ["sgl-eagle3/single-stream/decode_tok_s",  # another profile: never borrowed
