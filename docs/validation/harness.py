@@ -76,6 +76,8 @@ SETTINGS: dict[str, str] = {
     "sglang_profile": "fixtures/profiles/sglang-0.5.16-h200.toml",  # sglang-*: the real-SGLang profile
     "sglang_baselines": "docs/validation/sglang/baselines",  # sglang-faults-x1: recorded by sglang-x1
     "sglang_sleep": "6000000",  # sglang-drift-x1: GPU cycles slept after every graph replay (about 3 ms)
+    "sgl8b_baselines": "/tmp/sgl8b-baselines",  # sglang-8b-x1 leaves its recorded baselines here, sglang-8b-ab-x1 reads
+    "sgl8b_head": "docs/validation/sglang/eagle3-8b-slow3.toml",  # sglang-8b-ab-x1: the head ab judges
 }
 
 
@@ -477,15 +479,28 @@ def sglang_drift_x1(p: Plan) -> None:
                   p.pytest("sgl-slowed", 150, *k, f"--specwatch-profiles={slow}", gpu="0", baselines=scratch)]]]
 
 
-def _sgl_ab(p: Plan, name: str, head: str, timeout: int, max_rounds: str) -> Step:
-    """``specwatch ab`` of the healthy real-SGLang EAGLE-3 server (base) against ``head``; ``--resume``: a later
-    call on the same warm machine continues a run the call limit stopped."""
-    return p.cli(name, timeout, "ab", "--base-profile", "docs/validation/sglang/eagle3-base.toml",
-                 "--head-profile", head, "--rounds", "2", "--max-rounds", max_rounds,
+SGL_BASE = "docs/validation/sglang/eagle3-base.toml"
+SGL8B_BASE = "docs/validation/sglang/eagle3-8b-base.toml"
+SGL8B_SLOW8 = "docs/validation/sglang/eagle3-8b-slow8.toml"
+SGL8B_PERF = "docs/validation/sglang/8b-perf.toml"
+SGL8B_MODELS = "/tmp/sgl/models8b"  # the 8b profiles' model and draft paths
+SGL_STORE = "docs/validation/sglang/baselines"  # the real-SGLang validation store: baselines and round spread
+
+
+def _sgl_ab(p: Plan, name: str, head: str, timeout: int, max_rounds: str, base: str = SGL_BASE,
+            round_history: str | None = None, baselines: str = "/tmp/specwatch-none",
+            pytest_args: tuple[str, ...] = ()) -> Step:
+    """``specwatch ab`` of a healthy real-SGLang EAGLE-3 server (``base``) against ``head``; ``--resume``: a later
+    call on the same warm machine continues a run the call limit stopped. ``round_history``: ab's prior (default:
+    ab's own, baselines/); ``baselines`` and ``pytest_args``: the measuring pytest runs' baseline folder and more
+    arguments (``--update-baselines`` records a session per measurement)."""
+    history = ("--round-history", round_history) if round_history else ()
+    return p.cli(name, timeout, "ab", "--base-profile", base,
+                 "--head-profile", head, "--rounds", "2", "--max-rounds", max_rounds, *history,
                  "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume", "--", "-m", "perf",
                  "tests/perf/test_throughput.py",
                  "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
-                 "--specwatch-baseline-dir=/tmp/specwatch-none",
+                 f"--specwatch-baseline-dir={baselines}", *pytest_args,
                  "--specwatch-yardstick=off", f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
 
 
@@ -523,6 +538,80 @@ def sglang_aa_x1(p: Plan) -> None:
     with the round spread of its own engine (the rule that replaced the borrowed reference-server spread)."""
     p.stages = [[[_sglang_setup(p, "--if-missing"),
                   _sgl_ab(p, "sgl-ab-same", "docs/validation/sglang/eagle3-base.toml", 420, "2")]]]
+
+
+def _sgl8b_models(p: Plan) -> Step:
+    """The 8b target and draft (docs/validation/sglang_models.py --shape 8b), drawn on the GPU; kept when an earlier
+    call on this warm machine made them."""
+    return Step("sgl8b-models", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_MODELS,
+                                 "--if-missing"], 120, "0")
+
+
+def _seed_round_spread(dest: str, cls: str = "h200x1") -> Callable[[Path, dict[str, str]], str]:
+    """The real-SGLang store's round spread into ``dest`` (a baseline folder in the run), so that the drift gate
+    judging against it has the seeded boot spread of its key."""
+
+    def copy(run: Path, env: dict[str, str]) -> str:
+        (ROOT / dest / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / SGL_STORE / cls / "round-spread.json", ROOT / dest / cls / "round-spread.json")
+        return f"{SGL_STORE}/{cls}/round-spread.json copied into {dest}/{cls}/"
+
+    return copy
+
+
+def _keep_baselines(src: str, dest: str) -> Callable[[Path, dict[str, str]], str]:
+    """The run's baseline folder to ``dest`` outside the tree (a later call on the same warm machine reads it: /tmp
+    is kept between calls, the tree is synced again)."""
+
+    def keep(run: Path, env: dict[str, str]) -> str:
+        if not (ROOT / src).is_dir():
+            raise OSError(f"{src}: nothing recorded")
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(ROOT / src, dest)
+        return f"{src} copied to {dest} ({len(list(Path(dest).rglob('*.json')))} file(s))"
+
+    return keep
+
+
+def sglang_8b_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: an A/A ``specwatch ab`` of the healthy
+    server under its seeded boot spread whose four measurements also record baseline sessions (with the seeded
+    round spread beside them), kept in ``sgl8b_baselines`` (/tmp survives between calls on a warm machine, the tree
+    does not) before the server slowed about 8% from outside its code is judged by the drift gate against them
+    (expected: a regression). About 60 s of setup on a fresh machine, 4 boots of 75-110 s, one more for the drift."""
+    scratch = f"{p.rel(p.run)}/baselines"
+    k = ["-m", "perf", "tests/perf/test_throughput.py", "-k", "drift", "--specwatch-yardstick=off"]
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Call("round-spread", _seed_round_spread(scratch)),
+                  _sgl_ab(p, "sgl8b-ab-same", SGL8B_BASE, 400, "2", base=SGL8B_BASE, round_history=SGL_STORE,
+                          baselines=scratch, pytest_args=("--update-baselines",)),
+                  Call("keep-baselines", _keep_baselines(scratch, p.s["sgl8b_baselines"])),
+                  p.pytest("sgl8b-drift-slow8", 150, *k, f"--specwatch-profiles={SGL8B_SLOW8}", gpu="0",
+                           baselines=scratch)]]]
+
+
+def sglang_8b_ab_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: ``specwatch ab`` of the healthy server
+    against one slowed about 3% from outside its code, under the seeded boot spread (resumable: a second call on the
+    warm machine continues it); then, if time is left, the healthy server's drift against sglang-8b-x1's baselines."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  _sgl_ab(p, "sgl8b-ab-slow3", p.s["sgl8b_head"], 560, "3", base=SGL8B_BASE,
+                          round_history=SGL_STORE),
+                  Repeat([_sgl8b_perf(p)], min_left=300, limit=1)]]]
+
+
+def _sgl8b_perf(p: Plan) -> Step:
+    """``pytest -m perf tests/perf`` of the 8b plain and EAGLE-3 servers (docs/validation/sglang/8b-perf.toml) against
+    sglang-8b-x1's baselines, with the seeded round spread beside them (the speculation gate's prior)."""
+    return p.pytest("sgl8b-perf", 330, "-m", "perf", "tests/perf", "--specwatch-yardstick=off",
+                    f"--specwatch-profiles={SGL8B_PERF}", gpu="0", baselines=p.s["sgl8b_baselines"])
+
+
+def sglang_8b_perf_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the whole perf suite of the plain and EAGLE-3
+    servers against sglang-8b-x1's baselines (kept in ``sgl8b_baselines`` on the warm machine): healthy drift, the
+    speculation gate (EAGLE-3 should beat plain decoding at this shape) and the speculation-health gates."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), _sgl8b_perf(p)]]]
 
 
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
@@ -614,6 +703,15 @@ SCENARIOS = {s.name: s for s in (
              sglang_versions_x1),
     Scenario("sglang-aa-x1", "real SGLang 0.5.16 alone on one GPU: specwatch ab of the healthy EAGLE-3 server "
              "against itself, under its own engine's round spread", "(new: issue 29)", sglang_aa_x1),
+    Scenario("sglang-8b-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: A/A ab under "
+             "the seeded boot spread, its four boots recording baselines, then drift of the server slowed 8% "
+             "(expected: regression)", "(new: issue 36)", sglang_8b_x1),
+    Scenario("sglang-8b-ab-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: ab of the "
+             "healthy server against one slowed 3% (resumable), then sglang-8b-perf-x1's suite if 300 s are left",
+             "(new: issue 36)", sglang_8b_ab_x1),
+    Scenario("sglang-8b-perf-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: pytest -m perf of the "
+             "plain and EAGLE-3 servers against sglang-8b-x1's baselines (drift, speculation and its health)",
+             "(new: issue 36)", sglang_8b_perf_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
@@ -803,7 +901,9 @@ def main(argv: list[str] | None = None) -> int:
                     for s in item.steps if isinstance(item, Repeat) else [item]:
                         env = " ".join(f"{k}={v}" for k, v in {**getattr(s, "env", {}), **(
                             {"CUDA_VISIBLE_DEVICES": s.gpu} if getattr(s, "gpu", None) is not None else {})}.items())
-                        rep = " (repeated while time lasts)" if isinstance(item, Repeat) else ""
+                        rep = "" if not isinstance(item, Repeat) else (
+                            " (repeated while time lasts)" if item.limit > 1 else
+                            f" (if {item.min_left} s are left)")
                         cmd = shlex.join(s.argv) if isinstance(s, Step) else f"<{s.name}: in-process>"
                         print(f"[stage {i} lane {j}] {s.name}{rep}: {env + ' ' if env else ''}{cmd}")
         return 0

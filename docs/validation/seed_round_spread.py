@@ -35,6 +35,7 @@ from the repository root: ``python docs/validation/seed_round_spread.py`` (it re
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -74,6 +75,23 @@ def boots(path: Path, metric: str) -> list[float]:
     return [statistics.median(b["levels"]["0"][metric]) for b in data["boots"] if "0" in b["levels"]]
 
 
+def boot_set_ratios(boots_tok_s: list[float]) -> tuple[float, ...]:
+    """One boot set as one run of round ratios: each boot over the set's geometric mean, its log scaled by sqrt(2)
+    (a round is a boot over a boot), so the run's round spread is the boots' spread times sqrt(2)."""
+    logs = [math.log(x) for x in boots_tok_s]
+    mean = sum(logs) / len(logs)
+    return tuple(math.exp(math.sqrt(2.0) * (x - mean)) for x in logs)
+
+
+def boot_sets(path: Path) -> list[RoundRun]:
+    """The seeded boot sets of a boots file (``sets[].seed``) as runs, labelled with the file's provenance."""
+    data = json.loads(path.read_text())
+    return [RoundRun(s["metric"], boot_set_ratios(s["boots_tok_s"]), path.stem[:10],
+                     f"fresh boots, each over their geometric mean, log scaled by sqrt(2) (a round is a boot over a "
+                     f"boot): {data['provenance']}: {path}", s["key"], s["engine"])
+            for s in data["sets"] if s["seed"]]
+
+
 def twin_ratio(path: Path) -> float:
     """sgl-eagle3-untuned's single-stream decode tok/s median over sgl-eagle3's, in one perf results file."""
     found = {r["key"]: statistics.median(r["samples"]) for r in json.loads(path.read_text())["results"]}
@@ -107,7 +125,8 @@ def main() -> None:
                         "identical servers sgl-eagle3-untuned / sgl-eagle3 booted one after the other, one A/A round "
                         "per perf session: docs/validation/data/2026-12-03-sglang-perf-x1{,-2,-3}/sgl-perf.json",
                         "sgl-eagle3/single-stream/decode_tok_s", "sglang"))
-    h1 += sgl
+    h1 += sgl  # the shipped class file keeps the tiny model's rounds of sgl-eagle3 (the profile it ships)
+    sgl += boot_sets(DATA / "2026-12-04-issue36-boots.json")  # the 8B shape's: its validation profiles' alone
     x2: list[RoundRun] = []
     for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
         key, ratios = ab_log(log)

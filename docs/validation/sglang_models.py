@@ -1,37 +1,77 @@
-"""A tiny Llama target and an EAGLE-3 draft that it accepts, made in seconds wherever torch runs.
+"""A Llama target and an EAGLE-3 draft that it accepts, tiny (seconds anywhere) or at Llama-3.1-8B's sizes (on a GPU).
 
-    python docs/validation/sglang_models.py /tmp/models     # writes /tmp/models/target and /tmp/models/eagle3
+    python docs/validation/sglang_models.py /tmp/models      # tiny: writes /tmp/models/target and /tmp/models/eagle3
+    python docs/validation/sglang_models.py --shape 8b /tmp/sgl/models8b --if-missing   # 6.98 B parameters, 13 GiB
 
 Real SGLang on the lent H200 needs a model and a draft without a network. A random draft is accepted almost
 never (accept length 1.00 on the H200), which hides everything the accept-length checks exist for. So both
 models are built to a plan whose accept length is known before the server starts:
 
-* **target**: 8 Llama layers (EAGLE-3's default aux layers [2, 4, 5] are distinct), hidden 256, 4 heads x 64,
-  vocab 512, bf16. Every layer's output projections (``o_proj``, ``down_proj``) are zero, so the residual stream
+* **target**: Llama layers whose output projections (``o_proj``, ``down_proj``) are zero, so the residual stream
   at every layer is the current token's embedding and the next token is a fixed map of the current one:
   ``lm_head[v] = E[f^-1(v)]`` with ``E`` random and ``f`` one cycle over the ordinary tokens. Greedy output is
-  ``x, f(x), f(f(x)), ...`` with a margin of about 200 logits: no near-ties, so greedy runs repeat exactly.
-  The layers still run their attention and MLP matmuls (their input projections are random), so a decode step
-  costs what an 8-layer model's step costs.
+  ``x, f(x), f(f(x)), ...`` with a margin of about ``hidden - 4 sqrt(hidden)`` logits (200 tiny, 3800 at 8B): no
+  near-ties, so greedy runs repeat exactly. The layers still run their attention and MLP matmuls (their input
+  projections are random), so a decode step costs what a model of that shape costs.
 * **eagle3** (SGLang's ``LlamaForCausalLMEagle3`` layout: ``midlayer.*``, ``fc``, ``norm``, ``lm_head``, ``d2t``,
-  ``t2d``): ``fc`` averages the three aux states (each ``E[x_t]``), the midlayer adds nothing, and
+  ``t2d``; the midlayer's q/k/v read ``2 * hidden``, ``fc`` is ``3 * hidden -> hidden``): ``fc`` averages the
+  three aux states (each ``E[x_t]``), the midlayer adds nothing (its output projections are zero too), and
   ``lm_head[v] = E[f^-2(v)]``. Its first draft token, ``f(f(x_t))``, is always right; its second repeats the
   first guess and is right only where ``f^3 = f^2``, never on one cycle. So with ``--speculative-num-steps 2``
   every verify commits one drafted token and the bonus: accept length 2.00, accept rate 0.50.
 
-``--draft-quality`` lowers that on purpose: the given fraction of ``lm_head`` rows of the draft are shuffled, so
-that fraction of first guesses fail (accept length about ``1 + quality``). The tokenizer is a byte-level BPE of
-512 tokens (merges trained on a fixed text, then
-named fillers), so the same ids come out everywhere.
+Shapes (``--shape``; the vocabulary is 512 in both):
+
+* ``tiny`` (the default, what ``sglang_kit.py setup`` makes): 8 layers (EAGLE-3's default aux layers [2, 4, 5] are
+  distinct), hidden 256, 4 heads x 64 (4 KV heads), MLP 512. One ``model.safetensors`` each. Its decode step is
+  launch-bound: real SGLang 0.5.16 boots of it spread 25.9% on one H200 (2026-12-04).
+* ``8b``: Llama-3.1-8B's sizes: 32 layers (aux layers [2, 16, 29]), hidden 4096, 32 heads x 128, 8 KV heads,
+  MLP 14336: 6.98 B parameters, 13 GiB in bf16, written as safetensors shards of 4 layers with their index; the
+  draft's midlayer at the same sizes. Built on the GPU when torch sees one (``--device auto``): the random
+  tensors are drawn there and only bf16 bytes reach the host, about 15 s on an H200 (most of it the write).
+  GPU-bound, its boots spread 0.7% (2026-12-04): plain about 220 tok/s, EAGLE-3 about 342 tok/s.
+
+``--if-missing`` keeps what an earlier call wrote into the folder (same shape, seed and draft quality, every
+file present). ``--draft-quality`` lowers the accept length on purpose: the given fraction of ``lm_head`` rows of
+the draft are shuffled, so that fraction of first guesses fail (accept length about ``1 + quality``). The
+tokenizer is a byte-level BPE of 512 tokens (merges trained on a fixed text, then named fillers), so the same
+ids come out everywhere. The draws depend on the device (a CUDA generator is not the CPU one), never the plan.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-HIDDEN, LAYERS, HEADS, HEAD_DIM, VOCAB, INTER = 256, 8, 4, 64, 512, 512
+
+@dataclass(frozen=True)
+class Shape:
+    """A Llama plan's sizes; both models share the vocabulary and the hidden size."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inter: int
+    layers_per_shard: int  # the target's layers in one safetensors file (all of them: one model.safetensors)
+
+    def aux_layers(self) -> tuple[int, int, int]:
+        """EAGLE-3's default aux layers in SGLang's Llama (2, n // 2, n - 3): the target states the draft reads."""
+        return 2, self.layers // 2, self.layers - 3
+
+
+VOCAB = 512
+SHAPES = {
+    "tiny": Shape("tiny", layers=8, hidden=256, heads=4, kv_heads=4, head_dim=64, inter=512, layers_per_shard=8),
+    "8b": Shape("8b", layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, inter=14336, layers_per_shard=4),
+}
+TINY = SHAPES["tiny"]
+HIDDEN, LAYERS, HEADS, HEAD_DIM, INTER = TINY.hidden, TINY.layers, TINY.heads, TINY.head_dim, TINY.inter
 SPECIALS = ["<s>", "</s>", "<unk>"]  # ids 0, 1, 2: bos, eos, unk
 FIRST_ORDINARY = len(SPECIALS)
 TRAINING_TEXT = (
@@ -76,53 +116,115 @@ def tokenizer_files(dest: Path) -> None:
         "model_max_length": 4096, "add_bos_token": False}, indent=2) + "\n")
 
 
-def _llama_config(**extra: object) -> dict[str, object]:
-    return {"hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS,
-            "num_key_value_heads": HEADS, "head_dim": HEAD_DIM, "vocab_size": VOCAB, "max_position_embeddings": 4096,
-            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
-            "bos_token_id": 0, "eos_token_id": 1, "torch_dtype": "bfloat16", "model_type": "llama", **extra}
+def _llama_config(shape: Shape, **extra: object) -> dict[str, object]:
+    return {"hidden_size": shape.hidden, "intermediate_size": shape.inter, "num_attention_heads": shape.heads,
+            "num_key_value_heads": shape.kv_heads, "head_dim": shape.head_dim, "vocab_size": VOCAB,
+            "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+            "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1, "torch_dtype": "bfloat16",
+            "model_type": "llama", **extra}
 
 
-def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, object]:
-    """Write ``dest/target`` and ``dest/eagle3``; returns what was made (the map's seed, the expected accept)."""
+def target_config(shape: Shape) -> dict[str, object]:
+    return _llama_config(shape, architectures=["LlamaForCausalLM"], num_hidden_layers=shape.layers)
+
+
+def draft_config(shape: Shape) -> dict[str, object]:
+    return _llama_config(shape, architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1,
+                         draft_vocab_size=VOCAB, target_hidden_size=shape.hidden)
+
+
+def params_of(config: dict[str, object], draft: bool = False) -> int:
+    """The parameter count a config implies (what the built files hold), without building anything."""
+    h, inter, layers = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["num_hidden_layers"])
+    heads, kv, hd = int(config["num_attention_heads"]), int(config["num_key_value_heads"]), int(config["head_dim"])
+    q_in = 2 * h if draft else h
+    layer = q_in * (heads + 2 * kv) * hd + heads * hd * h + 3 * h * inter + 2 * h + (h if draft else 0)
+    return 2 * int(config["vocab_size"]) * h + h + layers * layer + (3 * h * h if draft else 0)
+
+
+def _shards(shape: Shape) -> list[str]:
+    n = -(-shape.layers // shape.layers_per_shard)
+    return ["model.safetensors"] if n == 1 else [f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)]
+
+
+def _present(dest: Path, shape: Shape, seed: int, draft_quality: float) -> dict[str, object] | None:
+    """What an earlier run wrote into ``dest``, when it is this plan and every file is there."""
+    try:
+        made = json.loads((dest / "made.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if (made.get("shape", "tiny"), made.get("seed"), made.get("draft_quality")) != (shape.name, seed, draft_quality):
+        return None
+    files = [dest / "target" / f for f in (*_shards(shape), "config.json", "tokenizer.json")]
+    files += [dest / "eagle3" / f for f in ("model.safetensors", "config.json")]
+    return made if all(f.is_file() and f.stat().st_size for f in files) else None
+
+
+def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Shape = "tiny",
+         device: str = "cpu", if_missing: bool = False) -> dict[str, object]:
+    """Write ``dest/target`` and ``dest/eagle3``; returns what was made (the map's seed, the expected accept).
+    ``device``: where the random tensors are drawn (``cuda`` for the 8b shape: seconds instead of minutes);
+    ``if_missing``: keep what an earlier run wrote for the same plan."""
     import torch
     from safetensors.torch import save_file
 
-    g = torch.Generator().manual_seed(seed)
+    sh = SHAPES[shape] if isinstance(shape, str) else shape
+    if if_missing and (made := _present(dest, sh, seed, draft_quality)) is not None:
+        return {**made, "kept": True}
+    t0 = time.monotonic()
+    H, bf, dev = sh.hidden, torch.bfloat16, torch.device(device)
+    q_out, kv_out = sh.heads * sh.head_dim, sh.kv_heads * sh.head_dim
+    g = torch.Generator(device=dev).manual_seed(seed)
     f = cycle_map(seed)
     inv = [0] * VOCAB
     for a in range(FIRST_ORDINARY, VOCAB):
         inv[f[a]] = a
-    emb = torch.randn(VOCAB, HIDDEN, generator=g)
-    bf = torch.bfloat16
+    emb = torch.randn(VOCAB, H, generator=g, device=dev)
 
-    def rand(*shape: int) -> torch.Tensor:
-        return (torch.randn(*shape, generator=g) * 0.02).to(bf)
+    def rand(*size: int) -> torch.Tensor:
+        return (torch.randn(*size, generator=g, device=dev) * 0.02).to(bf)
 
-    target: dict[str, torch.Tensor] = {"model.embed_tokens.weight": emb.to(bf),
-                                       "model.norm.weight": torch.ones(HIDDEN, dtype=bf)}
-    head = emb[inv].clone()  # lm_head[v] = E[f^-1(v)]
-    head[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]  # specials are never chosen
-    target["lm_head.weight"] = head.to(bf)
-    for i in range(LAYERS):
-        p = f"model.layers.{i}."
-        target.update({
-            p + "self_attn.q_proj.weight": rand(HEADS * HEAD_DIM, HIDDEN),
-            p + "self_attn.k_proj.weight": rand(HEADS * HEAD_DIM, HIDDEN),
-            p + "self_attn.v_proj.weight": rand(HEADS * HEAD_DIM, HIDDEN),
-            p + "self_attn.o_proj.weight": torch.zeros(HIDDEN, HEADS * HEAD_DIM, dtype=bf),
-            p + "mlp.gate_proj.weight": rand(INTER, HIDDEN),
-            p + "mlp.up_proj.weight": rand(INTER, HIDDEN),
-            p + "mlp.down_proj.weight": torch.zeros(HIDDEN, INTER, dtype=bf),
-            p + "input_layernorm.weight": torch.ones(HIDDEN, dtype=bf),
-            p + "post_attention_layernorm.weight": torch.ones(HIDDEN, dtype=bf),
-        })
+    def zeros(*size: int) -> torch.Tensor:
+        return torch.zeros(*size, dtype=bf, device=dev)
+
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n, dtype=bf, device=dev)
+
+    def save(tensors: dict[str, torch.Tensor], path: Path) -> int:
+        host = {k: v.contiguous().cpu() for k, v in tensors.items()}  # only bf16 bytes cross to the host
+        save_file(host, str(path), metadata={"format": "pt"})
+        return sum(v.numel() * v.element_size() for v in host.values())
+
     tdir = dest / "target"
     tdir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in target.items()}, str(tdir / "model.safetensors"),
-              metadata={"format": "pt"})
-    (tdir / "config.json").write_text(json.dumps(_llama_config(
-        architectures=["LlamaForCausalLM"], num_hidden_layers=LAYERS), indent=2) + "\n")
+    (tdir / "model.safetensors.index.json").unlink(missing_ok=True)
+    head = emb[inv].clone()  # lm_head[v] = E[f^-1(v)]
+    head[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]  # specials are never chosen
+    shard: dict[str, torch.Tensor] = {"model.embed_tokens.weight": emb.to(bf), "model.norm.weight": ones(H),
+                                      "lm_head.weight": head.to(bf)}
+    names, weight_map, total = _shards(sh), {}, 0
+    for i in range(sh.layers):
+        p = f"model.layers.{i}."
+        shard.update({
+            p + "self_attn.q_proj.weight": rand(q_out, H),
+            p + "self_attn.k_proj.weight": rand(kv_out, H),
+            p + "self_attn.v_proj.weight": rand(kv_out, H),
+            p + "self_attn.o_proj.weight": zeros(H, q_out),
+            p + "mlp.gate_proj.weight": rand(sh.inter, H),
+            p + "mlp.up_proj.weight": rand(sh.inter, H),
+            p + "mlp.down_proj.weight": zeros(H, sh.inter),
+            p + "input_layernorm.weight": ones(H),
+            p + "post_attention_layernorm.weight": ones(H),
+        })
+        if (i + 1) % sh.layers_per_shard == 0 or i + 1 == sh.layers:
+            name = names[i // sh.layers_per_shard]
+            weight_map.update(dict.fromkeys(shard, name))
+            total += save(shard, tdir / name)
+            shard = {}
+    if len(names) > 1:
+        (tdir / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2) + "\n")
+    (tdir / "config.json").write_text(json.dumps(target_config(sh), indent=2) + "\n")
     (tdir / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}) + "\n")
     tokenizer_files(tdir)
 
@@ -131,36 +233,37 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, obj
     dhead[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]
     shuffled = round((1.0 - draft_quality) * (VOCAB - FIRST_ORDINARY))
     if shuffled:
-        rows = torch.randperm(VOCAB - FIRST_ORDINARY, generator=g)[:shuffled] + FIRST_ORDINARY
-        dhead[rows] = dhead[rows[torch.randperm(shuffled, generator=g)]]
-    eye = torch.eye(HIDDEN) / 3
+        rows = torch.randperm(VOCAB - FIRST_ORDINARY, generator=g, device=dev)[:shuffled] + FIRST_ORDINARY
+        dhead[rows] = dhead[rows[torch.randperm(shuffled, generator=g, device=dev)]]
+    eye = torch.eye(H, device=dev) / 3
     draft = {
         "embed_tokens.weight": emb.to(bf),
         "fc.weight": torch.cat([eye, eye, eye], dim=1).to(bf),
-        "norm.weight": torch.ones(HIDDEN, dtype=bf),
+        "norm.weight": ones(H),
         "lm_head.weight": dhead.to(bf),
-        "d2t": torch.zeros(VOCAB, dtype=torch.int64),
-        "t2d": torch.ones(VOCAB, dtype=torch.bool),
-        "midlayer.self_attn.q_proj.weight": rand(HEADS * HEAD_DIM, 2 * HIDDEN),
-        "midlayer.self_attn.k_proj.weight": rand(HEADS * HEAD_DIM, 2 * HIDDEN),
-        "midlayer.self_attn.v_proj.weight": rand(HEADS * HEAD_DIM, 2 * HIDDEN),
-        "midlayer.self_attn.o_proj.weight": torch.zeros(HIDDEN, HEADS * HEAD_DIM, dtype=bf),
-        "midlayer.mlp.gate_proj.weight": rand(INTER, HIDDEN),
-        "midlayer.mlp.up_proj.weight": rand(INTER, HIDDEN),
-        "midlayer.mlp.down_proj.weight": torch.zeros(HIDDEN, INTER, dtype=bf),
-        "midlayer.input_layernorm.weight": torch.ones(HIDDEN, dtype=bf),
-        "midlayer.hidden_norm.weight": torch.ones(HIDDEN, dtype=bf),
-        "midlayer.post_attention_layernorm.weight": torch.ones(HIDDEN, dtype=bf),
+        "d2t": torch.zeros(VOCAB, dtype=torch.int64, device=dev),
+        "t2d": torch.ones(VOCAB, dtype=torch.bool, device=dev),
+        "midlayer.self_attn.q_proj.weight": rand(q_out, 2 * H),
+        "midlayer.self_attn.k_proj.weight": rand(kv_out, 2 * H),
+        "midlayer.self_attn.v_proj.weight": rand(kv_out, 2 * H),
+        "midlayer.self_attn.o_proj.weight": zeros(H, q_out),
+        "midlayer.mlp.gate_proj.weight": rand(sh.inter, H),
+        "midlayer.mlp.up_proj.weight": rand(sh.inter, H),
+        "midlayer.mlp.down_proj.weight": zeros(H, sh.inter),
+        "midlayer.input_layernorm.weight": ones(H),
+        "midlayer.hidden_norm.weight": ones(H),
+        "midlayer.post_attention_layernorm.weight": ones(H),
     }
     ddir = dest / "eagle3"
     ddir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in draft.items()}, str(ddir / "model.safetensors"),
-              metadata={"format": "pt"})
-    (ddir / "config.json").write_text(json.dumps(_llama_config(
-        architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=VOCAB,
-        target_hidden_size=HIDDEN), indent=2) + "\n")
-    made = {"seed": seed, "draft_quality": draft_quality, "expected_accept_length_steps2": 1.0 + draft_quality,
-            "target": str(tdir), "draft": str(ddir)}
+    save(draft, ddir / "model.safetensors")
+    (ddir / "config.json").write_text(json.dumps(draft_config(sh), indent=2) + "\n")
+    made: dict[str, object] = {"seed": seed, "draft_quality": draft_quality,
+                               "expected_accept_length_steps2": 1.0 + draft_quality, "target": str(tdir),
+                               "draft": str(ddir)}
+    if sh.name != "tiny":  # the tiny plan's made.json as it always was
+        made.update(shape=sh.name, device=str(dev), target_params=params_of(target_config(sh)),
+                    draft_params=params_of(draft_config(sh), draft=True), seconds=round(time.monotonic() - t0, 1))
     (dest / "made.json").write_text(json.dumps(made, indent=2, sort_keys=True) + "\n")
     return made
 
@@ -168,13 +271,24 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0) -> dict[str, obj
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="sglang_models.py", description=__doc__.splitlines()[0])
     ap.add_argument("dest")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny",
+                    help="tiny (default: 8 layers, hidden 256) or 8b (Llama-3.1-8B's sizes, 13 GiB: use a GPU)")
+    ap.add_argument("--device", default="auto",
+                    help="where the random tensors are drawn: auto (cuda when torch sees a GPU, else cpu), cpu, cuda")
+    ap.add_argument("--if-missing", action="store_true",
+                    help="keep what an earlier run wrote into DEST for the same shape, seed and draft quality")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draft-quality", type=float, default=1.0,
                     help="fraction of first draft guesses that are right (default 1: accept length 2.00)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.draft_quality <= 1.0:
         ap.error("--draft-quality: a fraction from 0 to 1")
-    print(json.dumps(make(Path(a.dest), a.seed, a.draft_quality), sort_keys=True))
+    device = a.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(json.dumps(make(Path(a.dest), a.seed, a.draft_quality, a.shape, device, a.if_missing), sort_keys=True))
     return 0
 
 
