@@ -127,6 +127,11 @@ def main() -> None:
                         "sgl-eagle3/single-stream/decode_tok_s", "sglang"))
     h1 += sgl  # the shipped class file keeps the tiny model's rounds of sgl-eagle3 (the profile it ships)
     sgl += boot_sets(DATA / "2026-12-04-issue36-boots.json")  # the 8B shape's: its validation profiles' alone
+    for log in (DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-ab-same-resume.txt",
+                DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-plain-ab-same.txt",
+                DATA / "2026-12-04-sglang-8b-ab-x1" / "sgl8b-ab-slow3.txt"):
+        key, ratios = ab_log(log)
+        sgl.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-04", f"ab log {log}", key, "sglang"))
     x2: list[RoundRun] = []
     for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
         key, ratios = ab_log(log)

@@ -77,11 +77,25 @@ def test_the_8b_drift_is_a_regression_with_the_tiny_models_history_present(tmp_p
     assert ok.verdict is not DriftVerdict.REGRESSION, ok.message
 
 
-AA_LOGS = sorted(p for p in DATA.rglob("*.txt") if "same" in p.name and "[ab] round 1" in p.read_text())
+def _whole_rounds(log: Path) -> int:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "validation"))
+    from seed_round_spread import ab_log
+
+    return len(ab_log(log)[1])
+
+
+RECORDED_AA = sorted(p for p in DATA.rglob("*.txt") if "same" in p.name and "[ab] round 1" in p.read_text())
+#: a run its call's limit cut after one whole round is no A/A verdict: its resumed log (the same memo) holds it
+AA_LOGS = [p for p in RECORDED_AA if _whole_rounds(p) >= 2]
 
 
 def test_there_are_recorded_aa_runs_to_replay() -> None:
-    assert len(AA_LOGS) >= 8, AA_LOGS
+    assert len(AA_LOGS) >= 10, AA_LOGS
+    cut = [p for p in RECORDED_AA if p not in AA_LOGS]
+    assert [p.name for p in cut] == ["sgl8b-ab-same.txt"]  # 2026-12-04-sglang-8b-x1, resumed in -aa-x1
+    assert (DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-ab-same-resume.txt") in AA_LOGS
 
 
 @pytest.mark.parametrize("log", AA_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
