@@ -47,12 +47,14 @@ REF = "reference"  # the engine of sessions 1-8: the reference server
 LINE = re.compile(r"^\[ab\] round (\d+) (base|head): (\S+/decode_tok_s) ([\d.]+) tok/s")
 
 
-def ab_log(path: Path) -> tuple[str, list[float]]:
-    """(key, per-round head/base ratios) of one ab log."""
+def ab_log(path: Path, metric: str = "decode_tok_s") -> tuple[str, list[float]]:
+    """(key, per-round head/base ratios) of one ab log, of ``metric`` (the first key of it on each round's line)."""
+    line_re = LINE if metric == "decode_tok_s" else re.compile(
+        rf"^\[ab\] round (\d+) (base|head): (?:.*?; )?(\S+/{re.escape(metric)}) ([\d.]+) tok/s")
     medians: dict[tuple[int, str], float] = {}
     key = ""
     for line in path.read_text().splitlines():
-        if m := LINE.match(line):
+        if m := line_re.match(line):
             medians[(int(m[1]), m[2])] = float(m[4])
             key = m[3]
     rounds = sorted({r for r, _ in medians})  # a log cut by its call's time limit may end inside a round
@@ -130,8 +132,9 @@ def main() -> None:
     for log in (DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-ab-same-resume.txt",
                 DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-plain-ab-same.txt",
                 DATA / "2026-12-04-sglang-8b-ab-x1" / "sgl8b-ab-slow3.txt"):
-        key, ratios = ab_log(log)
-        sgl.append(RoundRun("decode_tok_s", tuple(ratios), "2026-12-04", f"ab log {log}", key, "sglang"))
+        for metric in ("decode_tok_s", "output_tok_s"):
+            key, ratios = ab_log(log, metric)
+            sgl.append(RoundRun(metric, tuple(ratios), "2026-12-04", f"ab log {log}", key, "sglang"))
     x2: list[RoundRun] = []
     for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
         key, ratios = ab_log(log)
