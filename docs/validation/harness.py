@@ -607,6 +607,23 @@ def _sgl8b_perf(p: Plan) -> Step:
                     f"--specwatch-profiles={SGL8B_PERF}", gpu="0", baselines=p.s["sgl8b_baselines"])
 
 
+def sglang_8b_bisect_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: ``specwatch bisect`` over a short history on top of
+    SGLang's own Python sources (docs/validation/sglang_history.py: two harmless commits, one that cannot boot, its
+    fix, the commit that sends one-request verify batches to the eager path, one more): it must name that commit and
+    skip the broken one. Each step is an ab of 2-3 rounds against the good revision (4-6 boots of ~85 s): about
+    three steps, so two chained calls on one warm machine, the memo in /tmp carrying the first call's steps over."""
+    history = "/tmp/sgl-history"
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sgl-history", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", history], 120),
+                  p.cli("sgl8b-bisect", 560, "bisect", "--repo", history, "--good", "HEAD~6", "--bad", "HEAD",
+                        "--workdir", ".", "--rounds", "2", "--max-rounds", "3", "--metric", "decode_tok_s",
+                        "--round-history", SGL_STORE, "--memo", "/tmp/specwatch-bisect-sgl8b", "--", "-m", "perf",
+                        "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
+                        "--specwatch-profiles={checkout}/profile-8b.toml",
+                        "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off", gpu="0")]]]
+
+
 def sglang_8b_perf_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the whole perf suite of the plain and EAGLE-3
     servers against sglang-8b-x1's baselines (kept in ``sgl8b_baselines`` on the warm machine): healthy drift, the
@@ -712,6 +729,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-perf-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: pytest -m perf of the "
              "plain and EAGLE-3 servers against sglang-8b-x1's baselines (drift, speculation and its health)",
              "(new: issue 36)", sglang_8b_perf_x1),
+    Scenario("sglang-8b-bisect-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: specwatch bisect "
+             "over a history on SGLang's own sources; names the commit that runs bs-1 verify eagerly, skips the "
+             "one that cannot boot (two chained calls)", "(new: issue 37)", sglang_8b_bisect_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

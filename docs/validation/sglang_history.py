@@ -1,0 +1,159 @@
+"""A short git history on top of real SGLang's Python sources, one commit of which slows EAGLE-3's verify step.
+
+    python docs/validation/sglang_history.py /tmp/sgl/site /tmp/sgl-history      # prints the commits, oldest first
+
+``specwatch bisect`` over it (harness scenario ``sglang-8b-bisect-x1``) must name the slowing commit and skip the
+one that cannot boot. The repository holds ``python/sglang`` (the package of the installed kit, as SGLang's own
+repository lays it out) and ``profile-8b.toml``, the 8B-shape EAGLE-3 server of
+``docs/validation/sglang/eagle3-8b-base.toml`` whose ``pythonpath`` puts the checkout's ``python/`` before the
+kit's site, so each revision's sources are the ones that run. The commits, oldest first:
+
+1. the sources as released (0.5.16 from the kit);
+2. a comment in ``srt/server_args.py`` (harmless);
+3. a comment in ``srt/managers/scheduler.py`` (harmless);
+4. a syntax error in ``srt/server_args.py``: the server cannot boot (skipped, never blamed);
+5. its fix;
+6. **the slowing change**: ``DecodeCudaGraphRunner.can_run_graph`` sends target-verify batches of one request to
+   the eager path ("padding costs more than it saves at bs 1"), the case study's cause: a verify step without
+   CUDA graphs;
+7. a comment (harmless).
+
+Each edit is made at an anchor line of the released sources and fails loudly when the anchor is missing (a
+SGLang version whose code moved), so the history is never silently different from what this docstring says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILE = """# The 8B-shape EAGLE-3 server of docs/validation/sglang/eagle3-8b-base.toml, running this checkout's
+# python/sglang (pythonpath relative to this file, before the kit's site).
+version = 1
+
+[defaults]
+engine = "sglang"
+launcher = "python -m sglang.launch_server"
+model = "/tmp/sgl/models8b/target"
+cuda_graph_max_bs = 8
+decode_log_interval = 10
+extra_args = ["--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+              "--mem-fraction-static", "0.8", "--max-total-tokens", "32768"]
+
+[[server]]
+name = "sgl8b-eagle3"
+env = "tuned"
+speculative = { algorithm = "EAGLE3", draft_model = "/tmp/sgl/models8b/eagle3", num_steps = 2, eagle_topk = 1, \
+num_draft_tokens = 3 }
+pythonpath = ["python", "/tmp/sgl/site"]
+extra_env = { SGLANG_ENABLE_JIT_DEEPGEMM = "0", HF_HUB_OFFLINE = "1", NCCL_NVLS_ENABLE = "0", \
+TORCH_SYMM_MEM_DISABLE_MULTICAST = "1", NVSHMEM_DISABLE_NVLS = "1" }
+
+[workload]
+runs = 12
+max_new_tokens = 256
+warmup_s = 2.0
+"""
+
+SERVER_ARGS = "srt/server_args.py"
+SCHEDULER = "srt/managers/scheduler.py"
+GRAPH_RUNNER = "srt/model_executor/runner/decode_cuda_graph_runner.py"
+#: the line every edit of the graph runner is anchored at (0.5.16's can_run_graph, first statement)
+GRAPH_ANCHOR = "        # Disable for token embedding overrides (dynamic per-request)\n"
+SLOWING = ("        # Small verify batches run eagerly: the graph's padding costs more than it saves at bs 1.\n"
+           "        if forward_batch.forward_mode.is_target_verify() and forward_batch.batch_size == 1:\n"
+           "            return False\n")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One commit: a message, and a text inserted before an anchor line of a file (or the edit undone)."""
+
+    message: str
+    path: str = ""
+    anchor: str = ""
+    text: str = ""
+    undo: int | None = None  # the index of an earlier edit this commit reverts
+    slows: bool = False
+    boots: bool = True
+
+
+HISTORY = (
+    Edit("sglang 0.5.16 as released (python/sglang of the kit)"),
+    Edit("server_args: say where the flag docs live", SERVER_ARGS, "import argparse\n",
+         "# Flag documentation: docs/advanced_features/server_arguments.md\n"),
+    Edit("scheduler: note the overlap loop's owner", SCHEDULER, "import dataclasses\n",
+         "# The overlap event loop is event_loop_overlap (see docs/advanced_features/overlap.md).\n"),
+    Edit("server_args: group the speculative flags", SERVER_ARGS, "import argparse\n", "def broken(:\n",
+         boots=False),
+    Edit("server_args: fix the syntax error of the last commit", undo=3),
+    Edit("cuda graph: run verify batches of one request eagerly", GRAPH_RUNNER, GRAPH_ANCHOR, SLOWING, slows=True),
+    Edit("docs: changelog", SCHEDULER, "import logging\n", "# Changelog: see the release notes.\n",
+         slows=True),
+)
+
+
+#: every commit's author and committer date: the same sources give the same shas on every machine and call, so a
+#: bisect memo of an earlier call (keyed by sha) carries over to the next
+DATE = "2026-12-04T00:00:00+00:00"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_DATE": DATE, "GIT_COMMITTER_DATE": DATE}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _insert(path: Path, anchor: str, text: str) -> None:
+    """``text`` before the first line equal to ``anchor``; ValueError naming the file when there is none."""
+    lines = path.read_text().splitlines(keepends=True)
+    if anchor not in lines:
+        raise ValueError(f"{path}: anchor line {anchor.strip()!r} not found: this SGLang version's code moved")
+    lines.insert(lines.index(anchor), text)
+    path.write_text("".join(lines))
+
+
+def build(site: Path, dest: Path) -> list[tuple[str, Edit]]:
+    """The repository at ``dest`` (replaced), from the ``sglang`` package in ``site``: [(sha, edit)] oldest first."""
+    package = site / "sglang"
+    if not (package / "srt").is_dir():
+        raise FileNotFoundError(f"{package}: no sglang package (unpack the kit first: sglang_kit.py setup)")
+    shutil.rmtree(dest, ignore_errors=True)
+    (dest / "python").mkdir(parents=True)
+    shutil.copytree(package, dest / "python" / "sglang", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    (dest / "profile-8b.toml").write_text(PROFILE)
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "config", "user.email", "validation@example.invalid")
+    _git(dest, "config", "user.name", "specwatch validation")
+    made: list[tuple[str, Edit]] = []
+    before: dict[int, tuple[Path, str]] = {}
+    for i, edit in enumerate(HISTORY):
+        if edit.undo is not None:
+            path, text = before[edit.undo]
+            path.write_text(text)
+        elif edit.path:
+            path = dest / "python" / "sglang" / edit.path
+            before[i] = (path, path.read_text())
+            _insert(path, edit.anchor, edit.text)
+        _git(dest, "add", "-A")
+        _git(dest, "commit", "-q", "-m", edit.message)
+        made.append((_git(dest, "rev-parse", "HEAD"), edit))
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("site", type=Path, help="the site holding the sglang package (the kit's: /tmp/sgl/site)")
+    parser.add_argument("dest", type=Path, help="where the repository is made (replaced)")
+    args = parser.parse_args()
+    for sha, edit in build(args.site, args.dest):
+        flags = ("" if edit.boots else " [cannot boot]") + (" [slow]" if edit.slows else "")
+        print(f"{sha} {edit.message}{flags}")
+
+
+if __name__ == "__main__":
+    main()
