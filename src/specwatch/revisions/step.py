@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from specwatch.errors import SpecwatchError, UsageError
 from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
 from specwatch.server.process import die_with_parent, kill_process_group
-from specwatch.store.result import ResultSet
+from specwatch.store.result import Result, ResultSet
 
 
 @dataclass(frozen=True)
@@ -95,28 +95,26 @@ def classify(pytest_rc: int | None, results_ok: bool, failures: int = 0, errors:
     return SKIP, f"pytest exit {pytest_rc} (interrupted, internal or usage error, or nothing collected)"
 
 
-def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, bool]]:
-    """key -> (samples, unit, higher_is_better) of a results file (read by the versioned loader,
-    older versions migrated); empty when it is missing, unreadable or of another format."""
+def _results(path: str | Path | None) -> list[Result]:
+    """The results of a results file (read by the versioned loader, older versions migrated); empty when it is
+    missing, unreadable or of another format."""
     if path is None:
-        return {}
+        return []
     try:
-        rs = ResultSet.load(path)
+        return ResultSet.load(path).results
     except (SpecwatchError, OSError):
-        return {}
-    return {r.key: ([float(x) for x in r.samples], r.unit, r.higher_is_better) for r in rs.results if r.samples}
+        return []
+
+
+def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, bool]]:
+    """key -> (samples, unit, higher_is_better) of a results file (empty when it cannot be read)."""
+    return {r.key: ([float(x) for x in r.samples], r.unit, r.higher_is_better) for r in _results(path) if r.samples}
 
 
 def served_of(path: str | Path | None) -> dict[str, str]:
     """key -> what its servers served (the results' ``extra.served``, :meth:`Measurement.identity`) of a results
-    file; empty when it is missing or unreadable, or records none."""
-    if path is None:
-        return {}
-    try:
-        rs = ResultSet.load(path)
-    except (SpecwatchError, OSError):
-        return {}
-    return {r.key: str(r.extra["served"]) for r in rs.results if r.extra.get("served")}
+    file; empty when it cannot be read, or records none."""
+    return {r.key: str(r.extra["served"]) for r in _results(path) if r.extra.get("served")}
 
 
 def run_logged(
