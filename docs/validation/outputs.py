@@ -120,6 +120,34 @@ def ab_run(text: str) -> AbRun:
 
 
 @dataclass(frozen=True)
+class AbRound:
+    """One measured side of one ``specwatch ab`` round: every key's median as the round line printed it."""
+
+    round: int
+    side: str  # "base" / "head"
+    values: dict[str, float]  # key -> the boot's median
+    seconds: float
+    kept: bool  # kept from a stopped run's memo (``--resume``): the same boot as the stopped run's line
+
+
+def ab_rounds(text: str) -> list[AbRound]:
+    """Every ``[ab] round N base|head: KEY V unit; KEY V unit (S s[, kept from the stopped run])`` line, in order."""
+    out = []
+    for m in re.finditer(r"^\[ab\] round (\d+) (base|head): (.*) \(([\d.]+) s(, kept from the stopped run)?\)$", text,
+                         re.M):
+        values = {k: float(v) for k, v in re.findall(r"(\S+/\S+/\S+) ([\d.]+) \S+?(?:;|$)", m[3])}
+        out.append(AbRound(int(m[1]), m[2], values, float(m[4]), bool(m[5])))
+    return out
+
+
+def ab_ratios(text: str, key: str) -> list[float]:
+    """A key's head/base ratio of each whole round of an ab log (as ab judges them: the ratio of the two medians)."""
+    found = {(r.round, r.side): r.values[key] for r in ab_rounds(text) if key in r.values}
+    return [found[(n, "head")] / found[(n, "base")] for n in sorted({n for n, _ in found})
+            if (n, "head") in found and (n, "base") in found]
+
+
+@dataclass(frozen=True)
 class Step:
     """One line of a harness or session step log: ``[12s] name: exit 0 in 60 s; rest``."""
 

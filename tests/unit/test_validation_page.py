@@ -94,6 +94,22 @@ def test_the_parsers_read_the_recorded_outputs() -> None:
     assert boots and all(b.model == "ref-small" and b.device == "cuda" and 5 < b.seconds < 40 for b in boots)
 
 
+def test_the_ab_round_parser_reads_every_key_and_knows_a_resumed_runs_kept_rounds() -> None:
+    """A resumed ab log prints the stopped run's rounds again ('kept from the stopped run'): the same boots, not new."""
+    outputs = _module("outputs")
+    text = outputs.read("2026-12-04-sglang-8b-aa-x1/sgl8b-ab-same-resume.txt")
+    found = outputs.ab_rounds(text)
+    assert [(r.round, r.side, r.kept) for r in found] == [(1, "base", True), (1, "head", True), (2, "head", False),
+                                                          (2, "base", False)]
+    decode, output = "sgl8b-eagle3/single-stream/decode_tok_s", "sgl8b-eagle3/single-stream/output_tok_s"
+    assert found[0].values == {decode: 346.1, output: 339.6} and found[3].seconds == pytest.approx(80.4)
+    assert outputs.ab_ratios(text, decode) == [pytest.approx(346.8 / 346.1), pytest.approx(346.5 / 345.8)]
+    cut = outputs.read("2026-12-04-sglang-8b-x1/sgl8b-ab-same.txt")  # cut after 3 measurements: one whole round
+    assert len(outputs.ab_rounds(cut)) == 3 and len(outputs.ab_ratios(cut, decode)) == 1
+    slow = outputs.ab_rounds(outputs.read("2026-12-04-sglang-8b-ab-x1/sgl8b-ab-slow3.txt"))
+    assert slow[1].values[output] == 329.0  # a whole number as printed ("329 tok/s")
+
+
 @pytest.mark.parametrize("scenario", sorted(_module("harness").SCENARIOS))
 def test_every_harness_scenario_builds_with_files_that_exist(scenario: str, tmp_path: Path) -> None:
     """Each scenario's commands name files of this checkout, and every profile variant it writes loads."""

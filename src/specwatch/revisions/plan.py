@@ -25,9 +25,9 @@ from specwatch.store.roundspread import RoundSpread
 
 #: the tolerance used where not even a 90 % tolerance is resolvable (a design of too few rounds)
 FALLBACK_TOLERANCE = 0.5
-#: the smallest tolerance planned from a run's own rounds: two rounds that agree within 0.03 % resolve far less
-#: on paper, but a boot of real SGLang at the 8B shape wanders 0.65 % (cv over 4 boots, one H200), and a spread
-#: read from 1-3 rounds can be low by luck
+#: the smallest tolerance planned (from a recorded spread or a run's own rounds): two rounds that agree within
+#: 0.03 % resolve far less on paper, but a boot of real SGLang at the 8B shape wandered 0.65 % (cv over 4 boots,
+#: one H200), and a spread read from 1-3 rounds can be low by luck
 MIN_TOLERANCE = 0.01
 
 
@@ -90,17 +90,15 @@ def plan_key(key: str, spread: RoundSpread | None, design: sequential.Design, to
         tighter = own.spread < prior.spread
         why = (f"this run's {len(rounds)} rounds wander {own.spread:.2%}, far {'less' if tighter else 'more'} than "
                f"it (F test p={p:.2g} < {sequential.PRIOR_FIT_P:g}): judged on its own rounds alone")
-        if tighter:  # the prior was no reason for a wide tolerance: planned at the rounds' own spread
-            resolvable = _resolvable_own(round(own.spread, 6), design)
-            nice = max(MIN_TOLERANCE, sequential.nice_tolerance(resolvable)) if resolvable is not None else None
-        else:  # a noisy run does not widen the gate: the tolerance stays the prior's, and may end 'unsure'
-            resolvable = _resolvable(prior, design)
-            nice = sequential.nice_tolerance(resolvable) if resolvable is not None else None
+        # tighter: the prior was no reason for a wide tolerance, planned at the rounds' own spread; noisier: a noisy
+        # run does not widen the gate, the tolerance stays the prior's (and it may end 'unsure')
+        resolvable = _resolvable_own(round(own.spread, 6), design) if tighter else _resolvable(prior, design)
+        nice = _planned(resolvable)
         chosen = tolerance if tolerance is not None else nice if nice is not None else FALLBACK_TOLERANCE
         return KeyPlan(prior, source, chosen, resolvable, _detectable_own(round(own.spread, 6), chosen, design),
                        recorded, why)
     resolvable = _resolvable(prior, design)
-    nice = sequential.nice_tolerance(resolvable) if resolvable is not None else None
+    nice = _planned(resolvable)
     chosen = tolerance if tolerance is not None else nice if nice is not None else FALLBACK_TOLERANCE
     return KeyPlan(prior, source, chosen, resolvable, _detectable(prior, chosen, design), recorded)
 
@@ -108,6 +106,12 @@ def plan_key(key: str, spread: RoundSpread | None, design: sequential.Design, to
 @functools.lru_cache(maxsize=512)
 def _resolvable(prior: RoundPrior, design: sequential.Design) -> float | None:
     return sequential.resolvable_tolerance(prior, design)
+
+
+def _planned(resolvable: float | None) -> float | None:
+    """The tolerance planned where none is given: the resolvable one rounded up to a figure people write, never
+    below MIN_TOLERANCE (None: none resolvable)."""
+    return max(MIN_TOLERANCE, sequential.nice_tolerance(resolvable)) if resolvable is not None else None
 
 
 @functools.lru_cache(maxsize=512)
