@@ -183,8 +183,9 @@ def sglang_real_break_even() -> Finding:
 
 
 def _rel(text: str) -> str:
-    """A message with the checkout's absolute paths made relative to it (the page names no machine's folders)."""
-    return text.replace(f"{parse.DATA.parents[2]}/", "")
+    """A message with checkout paths made relative (the page names no machine's folders): the device's checkout, where
+    the run recorded them, need not lie where this one does (a fresh clone's page must read the same)."""
+    return re.sub(r"(?<![\w.-])/(?:[\w.-]+/)+?(?=(?:docs|tests|fixtures|src)/)", "", text)
 
 
 @claim("sglang-real-ab", "specwatch ab of two real SGLang servers (the tiny 8-layer model, H200), alone on the GPU",
