@@ -26,7 +26,9 @@ The real-SGLang runs are also written to the validation store of real SGLang
 (``docs/validation/sglang/baselines/h200x1/round-spread.json``), whose baselines the drift gate judges with them.
 
 Every run names its engine: ``reference`` (the reference server) for sessions 1-8, ``sglang`` for the real
-server; a key borrows only its own engine's spread (store/roundspread.py says why).
+server. The real-SGLang runs also name what they served (``served``, ``Measurement.identity`` of the profile that
+ran them: the tiny model's 128-token workload, or the 8B shape's 256-token one), so that a profile that reuses a
+name with another model never borrows them (store/roundspread.py says why).
 
 A run's spread is taken around its own mean, so a slowdown in an A/B run does not inflate it. Run
 from the repository root: ``python docs/validation/seed_round_spread.py`` (it rewrites both files).
@@ -38,8 +40,12 @@ import json
 import math
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
+from specwatch.load.measure import identity_of
+from specwatch.load.workload import resolve as resolve_workload
+from specwatch.profiles.loading import load_profiles
 from specwatch.store.roundspread import RoundRun, RoundSpread
 
 DATA = Path("docs/validation/data")
@@ -94,6 +100,19 @@ def boot_sets(path: Path) -> list[RoundRun]:
             for s in data["sets"] if s["seed"]]
 
 
+#: the profile each real-SGLang key was measured with (its served identity is recorded with its runs)
+SERVED_BY = {"sgl-eagle3": "docs/validation/sglang/eagle3-base.toml",
+             "sgl8b-eagle3": "docs/validation/sglang/eagle3-8b-base.toml",
+             "sgl8b-plain": "docs/validation/sglang/plain-8b.toml"}
+
+
+def served(key: str) -> str:
+    """What the real-SGLang profile of ``key`` served, as a measurement of it records (``Measurement.identity``)."""
+    server, workload, _ = key.split("/", 2)
+    profiles = load_profiles(SERVED_BY[server])
+    return identity_of(profiles.servers[server].served(), resolve_workload(workload, profiles.workload))
+
+
 def twin_ratio(path: Path) -> float:
     """sgl-eagle3-untuned's single-stream decode tok/s median over sgl-eagle3's, in one perf results file."""
     found = {r["key"]: statistics.median(r["samples"]) for r in json.loads(path.read_text())["results"]}
@@ -127,14 +146,16 @@ def main() -> None:
                         "identical servers sgl-eagle3-untuned / sgl-eagle3 booted one after the other, one A/A round "
                         "per perf session: docs/validation/data/2026-12-03-sglang-perf-x1{,-2,-3}/sgl-perf.json",
                         "sgl-eagle3/single-stream/decode_tok_s", "sglang"))
+    sgl = [replace(r, served=served(r.key)) for r in sgl]
     h1 += sgl  # the shipped class file keeps the tiny model's rounds of sgl-eagle3 (the profile it ships)
-    sgl += boot_sets(DATA / "2026-12-04-issue36-boots.json")  # the 8B shape's: its validation profiles' alone
+    sgl += [replace(r, served=served(r.key))  # the 8B shape's: its validation profiles' alone
+            for r in boot_sets(DATA / "2026-12-04-issue36-boots.json")]
     for log in (DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-ab-same-resume.txt",
                 DATA / "2026-12-04-sglang-8b-aa-x1" / "sgl8b-plain-ab-same.txt",
                 DATA / "2026-12-04-sglang-8b-ab-x1" / "sgl8b-ab-slow3.txt"):
         for metric in ("decode_tok_s", "output_tok_s"):
             key, ratios = ab_log(log, metric)
-            sgl.append(RoundRun(metric, tuple(ratios), "2026-12-04", f"ab log {log}", key, "sglang"))
+            sgl.append(RoundRun(metric, tuple(ratios), "2026-12-04", f"ab log {log}", key, "sglang", served(key)))
     x2: list[RoundRun] = []
     for log in sorted((DATA / "session7").glob("s7c-ab-tp2-*.txt")):
         key, ratios = ab_log(log)
@@ -153,7 +174,7 @@ def main() -> None:
         print(spread.save())
         for key in sorted({r.key for r in runs}):
             engine = next(r.engine for r in runs if r.key == key)
-            prior, source = spread.prior_for(key, engine)
+            prior, source = spread.prior_for(key, engine, next(r.served for r in runs if r.key == key))
             print(f"  {key}: {prior.spread:.2%} over {prior.df} df ({source.split(' (')[0]})" if prior else key)
 
 

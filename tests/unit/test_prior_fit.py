@@ -144,3 +144,26 @@ def test_setting_a_prior_aside_keeps_the_false_alarm_rate(prior: paired.RoundPri
         rate = alarms / x.shape[0]
         assert rate <= DESIGN.alpha + sequential.PRIOR_FIT_P / 2, (prior, scale, rate)
         assert math.isfinite(rate)
+
+
+def test_a_profile_that_reuses_the_tiny_models_name_with_the_8b_model_borrows_nothing() -> None:
+    """The validation store's runs name what they served: a server called sgl-eagle3 that serves the 8B shape gets
+    the 8B shape's round spread and boot floor (it is sgl8b-eagle3's twin), never the tiny model's 25.9 %, which
+    the tiny profile and its untuned twin keep."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "validation"))
+    from seed_round_spread import served
+
+    from specwatch.store.roundspread import boot_floor
+
+    tiny, big = served("sgl-eagle3/single-stream/decode_tok_s"), served("sgl8b-eagle3/single-stream/decode_tok_s")
+    assert "models/target" in tiny and "128 tok" in tiny and "models8b/target" in big and "256 tok" in big
+    spread = RoundSpread.for_class(SGL_STORE, "h200x1")
+    renamed, source = spread.prior_for("sgl-eagle3/single-stream/decode_tok_s", "sglang", big)
+    assert renamed is not None and renamed.spread < 0.01 and "sgl8b-eagle3/single-stream/decode_tok_s" in source
+    floor = boot_floor(SGL_STORE, "h200x1", "sgl-eagle3", "single-stream", "decode_tok_s", "sglang", big)
+    assert floor is not None and floor[0] < 0.01
+    own = spread.prior_for("sgl-eagle3/single-stream/decode_tok_s", "sglang", tiny)[0]
+    twin = spread.prior_for("sgl-eagle3-untuned/single-stream/decode_tok_s", "sglang", tiny)[0]
+    assert own is not None and own == twin and own.spread > 0.2

@@ -77,6 +77,13 @@ class RunSample:
     server_cpu_s: float | None = None
 
 
+def identity_of(served: str, wl: Workload) -> str:
+    """What a prior belongs to, the one owner of its form: what the server served
+    (:meth:`~specwatch.profiles.profile.ServerProfile.served`) and the workload's size
+    (``sglang model=... tp=1 spec=EAGLE3/... | single-stream c1 256 tok``)."""
+    return f"{served} | {wl.name} c{wl.concurrency} {wl.max_new_tokens} tok"
+
+
 def _value(run: RunSample, metric: str) -> float:
     """A run's value of ``metric``: a RunSample field, or one of its bench_serving metrics (``serving``)."""
     if metric in LEVEL_METRICS and metric not in METRICS:
@@ -108,10 +115,8 @@ class Measurement:
     served: str = ""
 
     def identity(self) -> str:
-        """What a prior of this measurement's keys belongs to: the server it served and the workload's size
-        (``... | single-stream c1 256 tok``; "" when the server is not known)."""
-        wl = self.workload
-        return f"{self.served} | {wl.name} c{wl.concurrency} {wl.max_new_tokens} tok" if self.served else ""
+        """What a prior of this measurement's keys belongs to (:func:`identity_of`; "" when the server is not known)."""
+        return identity_of(self.served, self.workload) if self.served else ""
 
     def samples(self, metric: str) -> list[float]:
         """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for a key
