@@ -228,6 +228,10 @@ def test_two_gates_sharing_a_server_boot_it_once_a_round(tmp_path: Path) -> None
     boots = [ln.split("booting ")[1].split(":")[0] for ln in out.stdout.splitlines() if "[specwatch] booting" in ln]
     assert boots == ["baseline-tuned", "eagle3-tuned", "eagle3-untuned"] * 2, boots
     assert "alternating baseline-tuned / eagle3-tuned / eagle3-untuned: round 2/2" in out.stdout
-    for row in (r"eagle3-tuned vs baseline-tuned \(single-stream, decode tok/s\)\s+6\s",
-                r"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+6\s"):
+    # 6 runs, less any that a loaded host made a burst (said: "1 of 6 run(s) of eagle3-tuned ... left out of
+    # decode_tok_s"; a fresh-clone CI run beside a busy loop had one)
+    left_out = re.search(r"(\d+) of 6 run\(s\) of eagle3-tuned single-stream left out of decode_tok_s", out.stdout)
+    n = 6 - (int(left_out[1]) if left_out else 0)
+    for row in (rf"eagle3-tuned vs baseline-tuned \(single-stream, decode tok/s\)\s+{n}\s",
+                rf"eagle3-tuned vs eagle3-untuned \(single-stream, decode tok/s\)\s+{n}\s"):
         assert re.search(row, out.stdout), out.stdout[-2000:]
