@@ -117,26 +117,45 @@ def _insert(path: Path, anchor: str, text: str) -> None:
     path.write_text("".join(lines))
 
 
-def build(site: Path, dest: Path) -> list[tuple[str, Edit]]:
-    """The repository at ``dest`` (replaced), from the ``sglang`` package in ``site``: [(sha, edit)] oldest first."""
-    package = site / "sglang"
-    if not (package / "srt").is_dir():
-        raise FileNotFoundError(f"{package}: no sglang package (unpack the kit first: sglang_kit.py setup)")
+@dataclass(frozen=True)
+class Source:
+    """A server's sources and where the history lays them: ``package`` under ``site``, copied to ``dest/root``;
+    ``must`` is a folder the package has (a check that it is the package meant); the profile file beside them."""
+
+    package: str
+    root: str
+    must: str
+    profile_name: str
+    profile: str
+
+
+SGLANG = Source("sglang", "python", "srt", "profile-8b.toml", PROFILE)
+
+
+def build(site: Path, dest: Path, history: tuple[Edit, ...] = HISTORY, source: Source = SGLANG
+          ) -> list[tuple[str, Edit]]:
+    """The repository at ``dest`` (replaced), from ``source.package`` in ``site``: [(sha, edit)] oldest first. Each
+    edit's path is relative to the package."""
+    package = site / source.package
+    if not (package / source.must).is_dir():
+        raise FileNotFoundError(f"{package}: no {source.package} package (for SGLang, unpack the kit first: "
+                                f"sglang_kit.py setup)")
     shutil.rmtree(dest, ignore_errors=True)
-    (dest / "python").mkdir(parents=True)
-    shutil.copytree(package, dest / "python" / "sglang", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    (dest / "profile-8b.toml").write_text(PROFILE)
+    (dest / source.root).mkdir(parents=True)
+    shutil.copytree(package, dest / source.root / source.package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    (dest / source.profile_name).write_text(source.profile)
     _git(dest, "init", "-q", "-b", "main")
     _git(dest, "config", "user.email", "validation@example.invalid")
     _git(dest, "config", "user.name", "specwatch validation")
     made: list[tuple[str, Edit]] = []
     before: dict[int, tuple[Path, str]] = {}
-    for i, edit in enumerate(HISTORY):
+    for i, edit in enumerate(history):
         if edit.undo is not None:
             path, text = before[edit.undo]
             path.write_text(text)
         elif edit.path:
-            path = dest / "python" / "sglang" / edit.path
+            path = dest / source.root / source.package / edit.path
             before[i] = (path, path.read_text())
             _insert(path, edit.anchor, edit.text)
         _git(dest, "add", "-A")
