@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specwatch.judge.levels import DECODE_TIMED
+from keptruns import runs_kept
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = """
@@ -62,16 +62,6 @@ def _sweep(tmp_path: Path, workload: str, margin: float, minimum: int) -> tuple[
     return out, doc
 
 
-def _runs_kept(result: dict) -> int:
-    """The runs a level result holds: all 5, less those its ``dropped_runs`` names (a run with a request whose tokens
-    arrived in one burst is no sample of the keys that time the decode window: ITL and TPOT, judge.levels.DECODE_TIMED;
-    a loaded 2-core machine makes some)."""
-    said = result["extra"].get("dropped_runs", "")
-    if result["metric"] not in DECODE_TIMED:
-        assert not said, result
-    return 5 - (int(said.split(" of ", 1)[0]) if said else 0)
-
-
 def _level_lines(stdout: str) -> dict[str, str]:
     return {ln.split()[0]: ln for ln in stdout.splitlines() if ln.startswith(("concurrency-1 ", "concurrency-4 "))}
 
@@ -91,7 +81,7 @@ def test_the_builtin_prompt_set_drives_a_sweep(tmp_path: Path) -> None:
             for metric in ("output_throughput", "request_throughput", "p99_ttft_ms", "p99_itl_ms", "p99_tpot_ms",
                            "p99_e2e_latency_ms", "median_ttft_ms"):
                 r = results[f"{server}/{level}/{metric}"]
-                assert len(r["samples"]) == _runs_kept(r) and min(r["samples"]) > 0, r
+                assert len(r["samples"]) == runs_kept(r, 5) and min(r["samples"]) > 0, r
     assert "eagle3/concurrency-4/accept_length" in results and "baseline/concurrency-4/accept_length" not in results
     spec = results["eagle3/concurrency-4/p99_ttft_ms"]["extra"]
     assert spec["vs_baseline"]["verdict"] == "pass" and spec["crossover"]["level"] is None
@@ -120,7 +110,7 @@ def test_a_jsonl_dataset_drives_a_sweep_and_the_crossover_gate_bites(tmp_path: P
     assert extra["vs_baseline"]["verdict"] == "fail" and extra["crossover"]["level"] == 1
     assert extra["crossover"]["gate"] == "fail" and extra["dataset"]["name"] == "mine.jsonl"
     itl = results["baseline/concurrency-4/p99_itl_ms"]
-    assert len(itl["samples"]) == _runs_kept(itl) >= 1, itl
+    assert len(itl["samples"]) == runs_kept(itl, 5) >= 1, itl
     # the request-rate level ran live, with its own keys and arrival settings, and is not a crossover level
     rate = results["eagle3/request-rate-8/output_throughput"]
     assert len(rate["samples"]) == 5 and min(rate["samples"]) > 0, rate
