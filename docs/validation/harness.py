@@ -483,6 +483,7 @@ SGL_BASE = "docs/validation/sglang/eagle3-base.toml"
 SGL8B_BASE = "docs/validation/sglang/eagle3-8b-base.toml"
 SGL8B_SLOW8 = "docs/validation/sglang/eagle3-8b-slow8.toml"
 SGL8B_PERF = "docs/validation/sglang/8b-perf.toml"
+SGL8B_V0517 = "docs/validation/sglang/eagle3-8b-0.5.17.toml"
 SGL8B_MODELS = "/tmp/sgl/models8b"  # the 8b profiles' model and draft paths
 SGL_STORE = "docs/validation/sglang/baselines"  # the real-SGLang validation store: baselines and round spread
 
@@ -611,17 +612,29 @@ def sglang_8b_bisect_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: ``specwatch bisect`` over a short history on top of
     SGLang's own Python sources (docs/validation/sglang_history.py: two harmless commits, one that cannot boot, its
     fix, the commit that sends one-request verify batches to the eager path, one more): it must name that commit and
-    skip the broken one. Each step is an ab of 2-3 rounds against the good revision (4-6 boots of ~85 s): about
-    three steps, so two chained calls on one warm machine, the memo in /tmp carrying the first call's steps over."""
+    skip the broken one. Each step is an ab of 1-3 rounds against the good revision under the 8B shape's recorded
+    round spread (2 boots of ~85 s when the first look settles it): the bad end and about three steps, so two
+    chained calls on one warm machine, the memo in /tmp carrying the first call's steps (and a stopped step's whole
+    rounds) over."""
     history = "/tmp/sgl-history"
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
                   Step("sgl-history", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", history], 120),
                   p.cli("sgl8b-bisect", 560, "bisect", "--repo", history, "--good", "HEAD~6", "--bad", "HEAD",
-                        "--workdir", ".", "--rounds", "2", "--max-rounds", "3", "--metric", "decode_tok_s",
+                        "--workdir", ".", "--rounds", "1", "--max-rounds", "3", "--metric", "decode_tok_s",
                         "--round-history", SGL_STORE, "--memo", "/tmp/specwatch-bisect-sgl8b", "--", "-m", "perf",
                         "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
                         "--specwatch-profiles={checkout}/profile-8b.toml",
                         "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off", gpu="0")]]]
+
+
+def sglang_8b_versions_x1(p: Plan) -> None:
+    """Real SGLang at Llama-3.1-8B's sizes alone on one GPU: ``specwatch ab`` of 0.5.16 (base) against 0.5.17
+    (head), EAGLE-3 with CUDA graphs, under the 8B shape's recorded round spread: did upgrading SGLang slow EAGLE-3?
+    The 0.5.17 site is 0.5.16's kit with the overlay: run it on a warm machine that set up 0.5.16, carrying
+    ``.kit/sglang-0.5.17-overlay.tar.xz`` (a later call need not: the site is kept); resumable across calls."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sglang-overlay", [p.py, "docs/validation/sglang_kit.py", "overlay", "--if-missing"], 120),
+                  _sgl_ab(p, "sgl8b-ab-versions", SGL8B_V0517, 560, "3", base=SGL8B_BASE, round_history=SGL_STORE)]]]
 
 
 def sglang_8b_perf_x1(p: Plan) -> None:
@@ -729,6 +742,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-perf-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: pytest -m perf of the "
              "plain and EAGLE-3 servers against sglang-8b-x1's baselines (drift, speculation and its health)",
              "(new: issue 36)", sglang_8b_perf_x1),
+    Scenario("sglang-8b-versions-x1", "real SGLang at Llama-3.1-8B's sizes alone on one GPU: specwatch ab of 0.5.16 "
+             "against 0.5.17 (EAGLE-3, CUDA graphs; the 0.5.17 overlay on the 0.5.16 kit of a call before), "
+             "resumable", "(new: issue 37)", sglang_8b_versions_x1),
     Scenario("sglang-8b-bisect-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: specwatch bisect "
              "over a history on SGLang's own sources; names the commit that runs bs-1 verify eagerly, skips the "
              "one that cannot boot (two chained calls)", "(new: issue 37)", sglang_8b_bisect_x1),

@@ -142,8 +142,7 @@ def build(site: Path, dest: Path, history: tuple[Edit, ...] = HISTORY, source: S
                                 f"sglang_kit.py setup)")
     shutil.rmtree(dest, ignore_errors=True)
     (dest / source.root).mkdir(parents=True)
-    shutil.copytree(package, dest / source.root / source.package,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(package, dest / source.root / source.package, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / source.profile_name).write_text(source.profile)
     _git(dest, "init", "-q", "-b", "main")
     _git(dest, "config", "user.email", "validation@example.invalid")

@@ -275,10 +275,14 @@ def _dist_of(entry: str) -> str:
     return _norm(entry.split("-")[0])
 
 
-def overlay(archive: Path, base: Path, dest: Path) -> Path:
+def overlay(archive: Path, base: Path, dest: Path, if_missing: bool = False) -> Path:
     """There: ``dest/site`` = ``base`` (hard links) with each top-level package and dist-info the overlay carries
     replaced by the overlay's. Returns the new site. Fails in one line when the base kit is not unpacked (a device
-    call that lands on a fresh machine: run ``setup`` first)."""
+    call that lands on a fresh machine: run ``setup`` first). ``if_missing``: keep a site an earlier call on this
+    warm machine made (a later call need not carry the overlay)."""
+    if if_missing and (dest / "site" / "sglang").is_dir() and (base / "sglang").is_dir():
+        print(f"sglang_kit: {dest / 'site'} is already made (an earlier call on this machine); kept")
+        return dest / "site"
     if not (base / "sglang").is_dir():
         raise SystemExit(f"sglang_kit: {base}: no unpacked base kit (run `sglang_kit.py setup` first; a fresh machine "
                          "has none)")
@@ -336,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ov.add_argument("--kit", default=str(KIT_DIR / "sglang-0.5.17-overlay.tar.xz"))
     ov.add_argument("--base", default="/tmp/sgl/site")
     ov.add_argument("--dest", default="/tmp/sgl-0.5.17")
+    ov.add_argument("--if-missing", action="store_true", help="keep a site an earlier call made on this machine")
     sj = sub.add_parser("save-jit", help="on the device: pack the JIT caches into a .tgz")
     sj.add_argument("out")
     a = ap.parse_args(argv)
@@ -343,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         setup(Path(a.kit), Path(a.dest), Path(a.jit) if a.jit else None, a.if_missing)
         return 0
     if a.what == "overlay":
-        overlay(Path(a.kit), Path(a.base), Path(a.dest))
+        overlay(Path(a.kit), Path(a.base), Path(a.dest), a.if_missing)
         return 0
     if a.what == "save-jit":
         save_jit(Path(a.out))

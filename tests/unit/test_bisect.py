@@ -336,6 +336,35 @@ def test_a_clear_step_is_decided_in_the_first_rounds(tmp_path: Path, monkeypatch
         assert len(calls) == 4  # two rounds, nothing more
 
 
+def test_a_stopped_step_keeps_its_whole_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step stopped before its verdict (a device call's time limit, Ctrl-C) measures only what it lacks when the
+    bisection runs again: its whole rounds come from the memo, a half-measured round is measured again."""
+    good, step = sides(tmp_path)
+    memo = Memo(tmp_path / "memo")
+    calls: list[str] = []
+    real = fake_measure({"good": [100.0, 100.01], "step": [60.0, 60.3]}, calls)
+
+    def stopping(*args: Any, **kw: Any) -> RevisionRun:
+        if len(calls) == 3:  # round 1 whole, round 2's first side measured
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(rounds, "measure", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()), memo=memo,
+                          settings=bisection.step_settings(), session="x", out=io.StringIO())
+    assert memo.get("s" * 40) is None  # no verdict
+    again: list[str] = []
+    monkeypatch.setattr(rounds, "measure", fake_measure({"good": [100.01], "step": [60.3]}, again))
+    out = io.StringIO()
+    entry = bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()), memo=memo,
+                              settings=bisection.step_settings(), session="y", out=out)
+    assert entry.verdict == BAD, entry.reason
+    assert [c.split("-", 1)[1] for c in again] == ["good-r2", "step-r2"]  # round 1 kept, round 2 again
+    assert "round(s) 1-1 kept from a run stopped before its verdict" in out.getvalue()
+    assert "kept from the stopped run" in out.getvalue()  # the round's progress line says where it came from
+
+
 def test_a_step_whose_good_side_fails_is_skipped_and_not_reused(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     good, step = sides(tmp_path)

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, InfraError, SpecwatchError, UsageError
 from specwatch.judge import sequential
 from specwatch.report.table import fmt_num
-from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun
+from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun, whole_rounds
 from specwatch.revisions.rounds import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_ROUNDS,
@@ -115,12 +115,18 @@ def ab_step(
 
     The verdict entry is ``ident``, its ``results`` the step side's last results file and its
     ``detail`` every judged key. The step side goes first in round 1, so a revision that does not
-    build costs no measurement of the good one.
+    build costs no measurement of the good one. The whole rounds of a step that was stopped before its
+    verdict (Ctrl-C, ``kill``, a call's time limit) are kept from the memo, not measured again.
     """
     start = time.monotonic()
+    lead = f"{PREFIX}   {short(ident)}"
+    kept = whole_rounds(memo, lambda r: [f"{ident}-{good.name}-r{r}", f"{ident}-{step.name}-r{r}"])
+    if kept:
+        print(f"{lead} round(s) 1-{kept} kept from a run stopped before its verdict (memo {memo.root})", file=out,
+              flush=True)
     done = alternate(good, step, cfg=cfg, memo=memo, session=session, settings=settings,
-                     ident=lambda side, r: f"{ident}-{side.name}-r{r}", head_first=True,
-                     lead=f"{PREFIX}   {short(ident)}", out=out)
+                     ident=lambda side, r: f"{ident}-{side.name}-r{r}", head_first=True, lead=lead, out=out,
+                     kept_rounds=kept)
     last_step = done.last.get(step.name)
     detail: dict[str, Any] = {"kind": "step", "good": good.label, "settings": settings.to_json(),
                               "rounds": done.rounds, "keys": [_key_detail(k) for k in done.keys]}

@@ -8,7 +8,7 @@ ignored (measured again), never migrated: their verdicts meant something else.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +112,18 @@ def stopped_runs(memo: Memo, sides: tuple[str, str] = ("base", "head")) -> list[
         if whole and not (memo.root / f"{session}.finished").exists():
             out.append((session, whole))
     return sorted(out, key=lambda s: newest[s[0]], reverse=True)
+
+
+def whole_rounds(memo: Memo, idents: Callable[[int], Sequence[str]]) -> int:
+    """How many rounds, from round 1 on, have every measurement ``idents(round)`` names in the memo with results:
+    what a bisection step stopped by Ctrl-C, ``kill`` or a call's time limit keeps for its next run (a half-measured
+    round is measured again: a round's two sides belong together in time)."""
+    whole = 0
+    while True:
+        found = [memo.get(ident) for ident in idents(whole + 1)]
+        if not all(m is not None and m.verdict != SKIP and m.results and Path(m.results).is_file() for m in found):
+            return whole
+        whole += 1
 
 
 _IDENT = re.compile(r"^(?P<side>[a-z]+)-.+-(?P<session>[0-9a-f]{12})-r(?P<round>\d+)$")
