@@ -196,18 +196,20 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     # every step is an A/B in alternating rounds: the step first, then the good worktree, then reversed
     assert f"{shas[-1][:10]} round 1 step: tiny/handle/seconds" in text, text
     assert f"{shas[-1][:10]} round 2 good: tiny/handle/seconds" in text, text
-    store = Memo(outcome.memo_dir)
+    store = Memo(outcome.memo_dir)  # the verdicts
+    assert outcome.rounds_dir is not None and outcome.memo_dir.parent == outcome.rounds_dir
+    rounds_memo = Memo(outcome.rounds_dir)  # the rounds' measurements, whatever the judging settings
     for side in ("step", "good"):
         for r in (1, 2):
-            round_entry = store.get(f"{shas[6]}-{side}-r{r}")
+            round_entry = rounds_memo.get(f"{shas[6]}-{side}-r{r}")
             assert round_entry is not None, (side, r)
             assert round_entry.results is not None
     # the good side ran in a worktree of the good commit, the step in the repository itself
-    assert (Path(store.get(f"{shas[6]}-good-r1").results or "").exists())
-    log_good = store.log_path(f"{shas[6]}-good-r1").read_text()
+    assert (Path(rounds_memo.get(f"{shas[6]}-good-r1").results or "").exists())
+    log_good = rounds_memo.log_path(f"{shas[6]}-good-r1").read_text()
     assert "specwatch-bisect-" in log_good and f"(in {repo})" not in log_good
-    assert f"(in {repo})" in store.log_path(f"{shas[6]}-step-r1").read_text()
-    assert not any("--specwatch-reference" in p.read_text() for p in outcome.memo_dir.glob("*.log"))
+    assert f"(in {repo})" in rounds_memo.log_path(f"{shas[6]}-step-r1").read_text()
+    assert not any("--specwatch-reference" in p.read_text() for p in outcome.rounds_dir.glob("*.log"))
     # the checkout and branch are restored, no bisect and no worktree left behind
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
     assert git(repo, "rev-parse", "HEAD") == shas[-1]
@@ -240,6 +242,14 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     assert again.measured_now == 0
     assert n_measured(counter) == first
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    # other judging settings judge the same rounds again: new verdicts, no measurement made again
+    wider = io.StringIO()
+    rejudged = gitbisect.bisect_commits(out=wider, **{**kwargs, "tolerance": 0.5})
+    assert rejudged.first_bad == shas[6], wider.getvalue()
+    assert rejudged.memo_dir != outcome.memo_dir and rejudged.rounds_dir == outcome.rounds_dir
+    # ... but the broken commit, whose failed setup is tried again (no pytest run: the counter stays)
+    assert rejudged.measured_now == 1 and n_measured(counter) == first, wider.getvalue()
+    assert "kept from the memo" in wider.getvalue()
 
 
 def test_a_drifting_machine_does_not_blame_an_early_commit(repo: Path, counter: Path, tmp_path: Path,
@@ -268,7 +278,7 @@ def test_a_drifting_machine_does_not_blame_an_early_commit(repo: Path, counter: 
     text = out.getvalue()
     assert outcome.first_bad == shas[6], text
     assert outcome.last_good == shas[5], text
-    store = Memo(outcome.memo_dir)
+    store = Memo(outcome.rounds_dir or outcome.memo_dir)
     early = [m for m in outcome.visited if m.ident in shas[1:6]]
     assert early, text
     for m in early:
@@ -361,7 +371,7 @@ def test_a_stopped_step_keeps_its_whole_rounds(tmp_path: Path, monkeypatch: pyte
                               settings=bisection.step_settings(), session="y", out=out)
     assert entry.verdict == BAD, entry.reason
     assert [c.split("-", 1)[1] for c in again] == ["good-r2", "step-r2"]  # round 1 kept, round 2 again
-    assert "round(s) 1-1 kept from a run stopped before its verdict" in out.getvalue()
+    assert "round(s) 1-1 kept from the memo" in out.getvalue()
     assert "kept from the stopped run" in out.getvalue()  # the round's progress line says where it came from
 
 

@@ -110,8 +110,10 @@ def ab_step(
     settings: RoundSettings,
     session: str,
     out: TextIO,
+    verdicts: Memo | None = None,
 ) -> RevisionRun:
     """Measure ``step`` against ``good`` in alternating rounds; store and return the step's verdict entry.
+    ``memo`` holds the rounds' measurements, ``verdicts`` (default ``memo``) the verdict.
 
     The verdict entry is ``ident``, its ``results`` the step side's last results file and its
     ``detail`` every judged key. The step side goes first in round 1, so a revision that does not
@@ -122,8 +124,8 @@ def ab_step(
     lead = f"{PREFIX}   {short(ident)}"
     kept = whole_rounds(memo, lambda r: [f"{ident}-{good.name}-r{r}", f"{ident}-{step.name}-r{r}"])
     if kept:
-        print(f"{lead} round(s) 1-{kept} kept from a run stopped before its verdict (memo {memo.root})", file=out,
-              flush=True)
+        print(f"{lead} round(s) 1-{kept} kept from the memo {memo.root} (an earlier run of this step, stopped before "
+              f"its verdict or judged under other settings)", file=out, flush=True)
     done = alternate(good, step, cfg=cfg, memo=memo, session=session, settings=settings,
                      ident=lambda side, r: f"{ident}-{side.name}-r{r}", head_first=True, lead=lead, out=out,
                      kept_rounds=kept)
@@ -147,7 +149,7 @@ def ab_step(
         seconds=round(time.monotonic() - start, 3),
         measured=datetime.now(timezone.utc).isoformat(timespec="seconds"), session=session, detail=detail,
     )
-    memo.put(entry)
+    (verdicts or memo).put(entry)
     return entry
 
 
@@ -191,8 +193,9 @@ class BisectOutcome:
     candidates: list[str]  # ambiguous range, in order; [first_bad] when found
     visited: list[RevisionRun]  # in visiting order
     measured_now: int  # how many measurements this run made (the rest came from the memo)
-    memo_dir: Path
+    memo_dir: Path  # the step verdicts (of these settings)
     labels: dict[str, str] = field(default_factory=dict)  # names of idents without a step entry (good, base)
+    rounds_dir: Path | None = None  # the rounds' measurements, when kept apart from the verdicts (None: memo_dir)
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,11 +34,16 @@ and the step's verdict, as ``git bisect run`` wants it, is:
   server that did not boot): skip (125), never bad. The pytest exit code is not the verdict.
 
 Each round's measurement is stored in the memo directory (by default ``<git-dir>/specwatch/bisect``,
-which never dirties the work tree) as ``<revision>-<side>-r<round>`` (results file, entry and log),
-and each step's verdict under the revision (the commit, or ``prefix-<k>-<hash>``), in a
-sub-directory named by a fingerprint of the settings (pytest arguments, setup command, interpreter,
-good revision, rounds, tolerance, metrics), so rerunning the same bisection measures nothing again.
-The rounds' pytest runs record into a history file of the memo, not the user's history.
+which never dirties the work tree) as ``<revision>-<side>-r<round>`` (results file, entry and log), in a
+sub-directory named by a fingerprint of what is measured (pytest arguments, setup command, interpreter,
+work directory, good revision), and each step's verdict under the revision (the commit) in a
+``judged-<fingerprint>`` directory below it, named by the judging settings (rounds, tolerance, metrics,
+alpha, round history). Rerunning the same bisection measures nothing again; rerunning it with other
+judging settings (a larger ``--tolerance`` for a large regression, more ``--max-rounds``) judges the
+rounds already measured again and measures only the rounds it lacks. A step stopped before its verdict
+(Ctrl-C, ``kill``, a time limit) keeps its whole rounds. The rounds' pytest runs record into a history
+file of the memo, not the user's history. (``bisect-patches`` keeps rounds and verdicts together, by
+the settings.)
 
 ``git bisect run`` needs an executable; it runs ``python -m specwatch.revisions.gitbisect step --config FILE``,
 which reads its settings (and the good worktree's path) from a JSON file in the memo directory.
@@ -47,6 +52,7 @@ which reads its settings (and the good worktree's path) from a JSON file in the 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import subprocess
@@ -101,19 +107,20 @@ def _step_commit(config_path: Path, out: TextIO) -> int:
     """A/B HEAD of the bisected repo against the good worktree (memoised); print one line; git's exit code."""
     conf = load_versioned(config_path, "bisect step config", MEMO_VERSION, {})
     repo, memo = Path(conf["repo"]), Memo(Path(conf["memo"]))
+    verdicts = Memo(Path(conf.get("verdicts", conf["memo"])))
     cfg = MeasureConfig.from_json(conf["measure"])
     settings = RoundSettings.from_json(conf["ab"])
     good = conf["good"]
     good_tree = Path(good["tree"])
     sha = git.git(repo, "rev-parse", "HEAD")
-    entry = memo.get(sha)
+    entry = verdicts.get(sha)
     if not reusable(entry):
         subject = git.subject(repo, sha)
         good_side = Side("good", good["label"], good_tree, good["sha"], good["sha"][:12])
         step_side = Side("step", f"{sha[:10]} {subject!r}", repo, sha, sha[:12])
         try:
             entry = ab_step(good_side, step_side, ident=sha, label=subject, cfg=cfg, memo=memo, settings=settings,
-                            session=conf["session"], out=out)
+                            session=conf["session"], out=out, verdicts=verdicts)
         finally:
             git.reset_if_dirty(repo)
             git.reset_if_dirty(good_tree)
@@ -177,7 +184,8 @@ def bisect_commits(
         )
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
     memo_dir = memo_root(memo, git.default_memo(top))
-    store = Memo(memo_dir / cfg.fingerprint("commits", good_sha, settings.anchor()))
+    store = Memo(memo_dir / cfg.fingerprint("commits", good_sha))  # the rounds: any judging settings reuse them
+    judged = Memo(store.root / f"judged-{hashlib.sha256(settings.anchor().encode()).hexdigest()[:12]}")
     session = uuid.uuid4().hex[:12]
     original = (git.git(top, "symbolic-ref", "--short", "-q", "HEAD", check=False)
                 or git.git(top, "rev-parse", "HEAD"))
@@ -197,6 +205,7 @@ def bisect_commits(
                     "version": MEMO_VERSION,
                     "repo": str(top),
                     "memo": str(store.root),
+                    "verdicts": str(judged.root),
                     "good": {"sha": good_sha, "tree": str(good_tree), "label": good_label},
                     "ab": settings.to_json(),
                     "measure": cfg.to_json(),
@@ -206,13 +215,13 @@ def bisect_commits(
             # the bad end first: if it does not reproduce, there is nothing to bisect
             git.git(top, "checkout", "--quiet", "--detach", bad_sha)
             _step_commit(conf_path, out)
-            bad_entry = store.get(bad_sha)
+            bad_entry = judged.get(bad_sha)
             assert bad_entry is not None
             check_bad_end(bad_entry, store, settings, good_label)
             visited.append(bad_entry)
             if bad_entry.verdict != BAD:
-                return BisectOutcome(None, None, [], visited, count_session(store, session), store.root,
-                                     {good_sha: git.subject(top, good_sha)})
+                return BisectOutcome(None, None, [], visited, count_session(store, session), judged.root,
+                                     {good_sha: git.subject(top, good_sha)}, store.root)
             started = git.git(top, "bisect", "start", bad_sha, good_sha)
             done = re.search(r"^([0-9a-f]{40}) is the first bad commit", started, re.M)
             if done:  # bad is the only commit after good
@@ -221,16 +230,16 @@ def bisect_commits(
                 first_bad, candidates = _bisect_run(top, conf_path, store.root / "bisect-run.log", out)
             steps = _parse_bisect_log(git.git(top, "bisect", "log", check=False))
             for verdict, sha in steps:
-                entry = store.get(sha)
+                entry = judged.get(sha)
                 if entry is not None and sha != bad_sha and verdict in (GOOD, BAD, SKIP):
                     visited.append(entry)
     finally:
         _restore(top, original, out)
     last_good = None
     if first_bad is not None:
-        last_good = _last_good_ancestor(top, store, first_bad, good_sha)
-    return BisectOutcome(first_bad, last_good, candidates, visited, count_session(store, session), store.root,
-                         {good_sha: git.subject(top, good_sha)})
+        last_good = _last_good_ancestor(top, judged, first_bad, good_sha)
+    return BisectOutcome(first_bad, last_good, candidates, visited, count_session(store, session), judged.root,
+                         {good_sha: git.subject(top, good_sha)}, store.root)
 
 
 def _bisect_run(top: Path, conf_path: Path, log_path: Path, out: TextIO) -> tuple[str | None, list[str]]:
