@@ -664,3 +664,4 @@ def noise() -> Finding:
 
 
 import claims_sglang  # noqa: E402, F401 (registers the real-SGLang claims)
+import claims_sglang_history  # noqa: E402, F401 (registers the claims of SGLang's own history, issue 37)

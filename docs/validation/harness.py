@@ -620,7 +620,8 @@ def sglang_8b_bisect_x1(p: Plan) -> None:
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
                   Step("sgl-history", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", history], 120),
                   p.cli("sgl8b-bisect", 560, "bisect", "--repo", history, "--good", "HEAD~6", "--bad", "HEAD",
-                        "--workdir", ".", "--rounds", "1", "--max-rounds", "3", "--tolerance", "0.1", "--metric", "decode_tok_s",
+                        "--workdir", ".", "--rounds", "1", "--max-rounds", "3", "--tolerance", "0.1",
+                        "--metric", "decode_tok_s",
                         "--round-history", SGL_STORE, "--memo", "/tmp/specwatch-bisect-sgl8b", "--", "-m", "perf",
                         "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
                         "--specwatch-profiles={checkout}/profile-8b.toml",
@@ -755,6 +756,29 @@ SCENARIOS = {s.name: s for s in (
 )}
 
 
+def _gpu_processes() -> list[str]:
+    """``pid name`` of each process with a GPU context (nvidia-smi); [] without nvidia-smi."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+
+
+def _gpu_after_kill(wait_s: float = 30.0) -> str:
+    """What holds the GPU after a killed step: empty within ``wait_s`` (a server's teardown, or specwatch's reaper at
+    work), or the processes left behind, named."""
+    start = time.monotonic()
+    left = _gpu_processes()
+    while left and time.monotonic() - start < wait_s:
+        time.sleep(1.0)
+        left = _gpu_processes()
+    if not left:
+        return f"no GPU process left after {time.monotonic() - start:.0f} s"
+    return f"GPU processes still there after {wait_s:.0f} s: {'; '.join(left)}"
+
+
 def _expand(argv: list[str], ctx: dict[str, str]) -> list[str]:
     """``{commit}`` and the like filled in; ``@GLOB`` (relative to the repository) becomes the files it matches."""
     out: list[str] = []
@@ -824,6 +848,7 @@ class Runner:
                             break
                         except (ProcessLookupError, subprocess.TimeoutExpired):
                             continue
+                    out.write(f"\n[harness] killed at its {limit} s limit; {_gpu_after_kill()}\n")
             text = (self.plan.run / f"{name}.txt").read_text(errors="replace")
             last = [ln for ln in text.splitlines() if FINAL.match(ln)]
             rest = last[-1].strip("= ") if last else ""
