@@ -26,7 +26,7 @@ from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, I
 from specwatch.revisions import bisection, gitbisect, rounds
 from specwatch.revisions import patches as patch_bisect
 from specwatch.revisions.git import worktree
-from specwatch.revisions.memo import BAD, GOOD, MEMO_VERSION, SKIP, Memo, RevisionRun
+from specwatch.revisions.memo import BAD, GOOD, MEMO_VERSION, SKIP, Memo, RevisionRun, whole_rounds
 from specwatch.revisions.rounds import DEFAULT_METRICS, REGRESSION, RoundSettings, Side
 from specwatch.revisions.step import MeasureConfig, classify, measure, samples_of
 from specwatch.store.result import Result, ResultSet
@@ -364,6 +364,15 @@ def test_a_stopped_step_keeps_its_whole_rounds(tmp_path: Path, monkeypatch: pyte
         bisection.ab_step(good, step, ident="s" * 40, label="step rev", cfg=MeasureConfig(()), memo=memo,
                           settings=bisection.step_settings(), session="x", out=io.StringIO())
     assert memo.get("s" * 40) is None  # no verdict
+    def round_idents(r: int) -> list[str]:
+        return [f"{'s' * 40}-good-r{r}", f"{'s' * 40}-step-r{r}"]
+
+    assert whole_rounds(memo, round_idents) == 1
+    results = memo.results_path(f"{'s' * 40}-good-r1")
+    kept = results.read_text()
+    results.write_text("{not json")  # a round whose results file cannot be read is not kept
+    assert whole_rounds(memo, round_idents) == 0
+    results.write_text(kept)
     again: list[str] = []
     monkeypatch.setattr(rounds, "measure", fake_measure({"good": [100.01], "step": [60.3]}, again))
     out = io.StringIO()

@@ -119,11 +119,20 @@ def whole_rounds(memo: Memo, idents: Callable[[int], Sequence[str]]) -> int:
     what a bisection step stopped by Ctrl-C, ``kill`` or a call's time limit keeps for its next run (a half-measured
     round is measured again: a round's two sides belong together in time)."""
     whole = 0
-    while True:
-        found = [memo.get(ident) for ident in idents(whole + 1)]
-        if not all(m is not None and m.verdict != SKIP and m.results and Path(m.results).is_file() for m in found):
-            return whole
+    while all(_measured(memo.get(ident)) for ident in idents(whole + 1)):
         whole += 1
+    return whole
+
+
+def _measured(m: RevisionRun | None) -> bool:
+    """A measurement with a readable results file (a truncated or broken one is measured again)."""
+    if m is None or m.verdict == SKIP or not m.results:
+        return False
+    try:
+        read_json(Path(m.results), "results file")
+    except SpecwatchError:
+        return False
+    return True
 
 
 _IDENT = re.compile(r"^(?P<side>[a-z]+)-.+-(?P<session>[0-9a-f]{12})-r(?P<round>\d+)$")
