@@ -93,8 +93,13 @@ def test_a_real_slowdown_fails_the_drift_gate(recorded: Path) -> None:
     assert "specwatch results" in out.stdout  # the summary table
 
 
-def test_the_healthy_server_passes_against_its_baseline(recorded: Path) -> None:
-    out = _run(recorded)
+def test_the_healthy_server_passes_against_its_baseline(tmp_path: Path) -> None:
+    """Recorded right before it is judged, not minutes earlier by the module's fixture: under xdist the load of a
+    2-core machine can double between the two (a fresh-clone CI run read -53% of a healthy server against the shared
+    recording while other tests started). The 5x slowdown test keeps the shared recording: no load swing hides 5x."""
+    recorded = _run(tmp_path, "--update-baselines")
+    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-2000:]
+    out = _run(tmp_path)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "3 passed" in out.stdout
 
