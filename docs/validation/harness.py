@@ -756,14 +756,14 @@ SCENARIOS = {s.name: s for s in (
 )}
 
 
-def _gpu_processes() -> list[str]:
-    """``pid name`` of each process with a GPU context (nvidia-smi); [] without nvidia-smi."""
+def _gpu_processes() -> list[str] | None:
+    """``pid name`` of each process with a GPU context (nvidia-smi); None when nvidia-smi cannot be asked."""
     try:
         done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,name", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return []
-    return [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+        return None
+    return [ln.strip() for ln in done.stdout.splitlines() if ln.strip()] if done.returncode == 0 else None
 
 
 def _gpu_after_kill(wait_s: float = 30.0) -> str:
@@ -771,9 +771,11 @@ def _gpu_after_kill(wait_s: float = 30.0) -> str:
     work), or the processes left behind, named."""
     start = time.monotonic()
     left = _gpu_processes()
+    if left is None:
+        return "no nvidia-smi to ask what holds the GPU"
     while left and time.monotonic() - start < wait_s:
         time.sleep(1.0)
-        left = _gpu_processes()
+        left = _gpu_processes() or []
     if not left:
         return f"no GPU process left after {time.monotonic() - start:.0f} s"
     return f"GPU processes still there after {wait_s:.0f} s: {'; '.join(left)}"
