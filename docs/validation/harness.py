@@ -766,9 +766,9 @@ def _gpu_processes() -> list[str] | None:
     return [ln.strip() for ln in done.stdout.splitlines() if ln.strip()] if done.returncode == 0 else None
 
 
-def _gpu_after_kill(wait_s: float = 30.0) -> str:
+def _gpu_after_kill(wait_s: float) -> str:
     """What holds the GPU after a killed step: empty within ``wait_s`` (a server's teardown, or specwatch's reaper at
-    work), or the processes left behind, named."""
+    work), or the processes still there, named (left behind, or still tearing down when ``wait_s`` is short)."""
     start = time.monotonic()
     left = _gpu_processes()
     if left is None:
@@ -778,7 +778,7 @@ def _gpu_after_kill(wait_s: float = 30.0) -> str:
         left = _gpu_processes() or []
     if not left:
         return f"no GPU process left after {time.monotonic() - start:.0f} s"
-    return f"GPU processes still there after {wait_s:.0f} s: {'; '.join(left)}"
+    return f"GPU processes still there after {time.monotonic() - start:.0f} s: {'; '.join(left)}"
 
 
 def _expand(argv: list[str], ctx: dict[str, str]) -> list[str]:
@@ -850,7 +850,8 @@ class Runner:
                             break
                         except (ProcessLookupError, subprocess.TimeoutExpired):
                             continue
-                    out.write(f"\n[harness] killed at its {limit} s limit; {_gpu_after_kill()}\n")
+                    # waits only for what is left of the call's deadline: the archive must still be written
+                    out.write(f"\n[harness] killed at its {limit} s limit; {_gpu_after_kill(max(0.0, self.left()))}\n")
             text = (self.plan.run / f"{name}.txt").read_text(errors="replace")
             last = [ln for ln in text.splitlines() if FINAL.match(ln)]
             rest = last[-1].strip("= ") if last else ""

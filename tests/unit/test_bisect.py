@@ -439,6 +439,12 @@ def test_bisect_refuses_a_dirty_tree_and_restores_on_error(repo: Path, counter: 
                            memo=tmp_path / "m", out=io.StringIO(), metrics=METRICS)
     assert rc == EXIT_INFRA
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    # what a `kill -9` of a bisection leaves: git's bisect in progress on a detached HEAD; one line says how out
+    git(repo, "checkout", "-q", "--detach", "main")
+    git(repo, "bisect", "start", "main", good)
+    with pytest.raises(UsageError, match=r"already in progress .* `git bisect reset` .* `git checkout` your branch"):
+        gitbisect.bisect_commits(repo=repo, good=good, bad="main", pytest_args=PYTEST_ARGS, memo=tmp_path / "m")
+    git(repo, "bisect", "reset")
 
 
 def test_a_good_revision_that_cannot_be_measured_is_an_infrastructure_error(repo: Path, counter: Path,

@@ -175,7 +175,8 @@ def bisect_commits(
     if subprocess.run(["git", "-C", str(top), "merge-base", "--is-ancestor", good_sha, bad_sha]).returncode:
         raise UsageError(f"--good {good} is not an ancestor of --bad {bad}")
     if _bisecting(top):
-        raise UsageError(f"a git bisect is already in progress in {top}; finish it with `git bisect reset`")
+        raise UsageError(f"a git bisect is already in progress in {top}; finish it with `git bisect reset` (after a "
+                         f"specwatch bisect that was killed, then `git checkout` your branch: it had detached HEAD)")
     dirty = git.dirty_files(top)
     if dirty:
         raise UsageError(
