@@ -8,6 +8,7 @@ environment            :mod:`.environment`                 :mod:`.envcheck`, :mo
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
 accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
+stops                  :mod:`.stops_live`                  :mod:`.stops`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
 =====================  ==================================  =========================================
 
@@ -27,6 +28,8 @@ __all__ = [
     "inspect",
     "lossless",
     "lossless_live",
+    "stops",
+    "stops_live",
     "verdictlog",
     "verify_graphs",
 ]

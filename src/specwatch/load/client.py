@@ -128,13 +128,13 @@ class Client:
         stream: bool = True,
         extra: dict[str, Any] | None = None,
         messages: Sequence[tuple[str, str]] = (),
+        sampling: dict[str, Any] | None = None,
     ) -> Generation:
         """Run one request; streamed requests record TTFT and the gaps between chunks. ``messages``
-        (a chat's turns) go unused: ``/generate`` takes the chat rendered into ``prompt``."""
-        body: dict[str, Any] = {
-            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": ignore_eos},
-            "stream": stream,
-        }
+        (a chat's turns) go unused: ``/generate`` takes the chat rendered into ``prompt``. ``sampling``: more
+        sampling parameters (``stop``, ``stop_token_ids``; they override the arguments')."""
+        params = {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": ignore_eos}
+        body: dict[str, Any] = {"sampling_params": {**params, **(sampling or {})}, "stream": stream}
         if input_ids is not None:
             body["input_ids"] = list(input_ids)
         else:

@@ -185,8 +185,11 @@ class OpenAIClient(Client):
         stream: bool = True,
         extra: dict[str, Any] | None = None,
         messages: Sequence[tuple[str, str]] = (),
+        sampling: dict[str, Any] | None = None,
     ) -> Generation:
         """One request on the OpenAI route; streamed requests record TTFT and the gaps between chunks.
+
+        ``sampling``: more sampling parameters (``stop``, ``stop_token_ids``), sent as fields of the body.
 
         ``input_ids`` go as the completions prompt (token ids); chat takes text only. ``messages``:
         a chat's turns, sent as they are to ``/v1/chat/completions`` (the server applies its own chat
@@ -198,8 +201,9 @@ class OpenAIClient(Client):
         model = await self.model_name()
 
         async def post() -> tuple[int, str, Generation | None, bool]:
+            more = {k: v for k, v in (sampling or {}).items() if k not in ("max_new_tokens", "ignore_eos")}
             body = {**self._body(model, text_or_ids, max_new_tokens, temperature, ignore_eos, stream, messages),
-                    **(extra or {})}
+                    **more, **(extra or {})}
             where = f"POST {self.base_url}{self.route}"
             start = time.perf_counter()
             try:
