@@ -645,6 +645,36 @@ def sglang_8b_perf_x1(p: Plan) -> None:
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), _sgl8b_perf(p)]]]
 
 
+SGL8B_STOPFIX = "docs/validation/sglang/8b-stopfix.toml"
+SGL8B_Q0 = "/tmp/sgl/models8b-q0"  # the 8b plan with a draft whose first guess is never right (--draft-quality 0)
+EXTEND_OFF = ('extra_env = { SGLANG_ENABLE_JIT_DEEPGEMM', 'extra_env = { SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH = "1", '
+              'SGLANG_ENABLE_JIT_DEEPGEMM')
+
+
+def sglang_8b_stops_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: the stops check on the plain and
+    EAGLE-3 servers as released (0.5.16 tests the max_new_tokens cap before the stop), then on the same sources with
+    the ordering of SGLang's fix (docs/validation/sglang_history.py --history stopfix); beside it, captures of two
+    EAGLE-3 servers made faulty by the engine's own switches (draft-extend graphs off by SGLANG_DISABLE_DRAFT_EXTEND_
+    CUDA_GRAPH=1; a draft whose first guess is never right), the raw data the phase-graph and draft checks read."""
+    run = p.rel(p.run)
+    off = p.profile(SGL8B_BASE, "eagle3-8b-extend-off", replace=(EXTEND_OFF,))
+    q0 = p.profile(SGL8B_BASE, "eagle3-8b-q0", replace=(("/tmp/sgl/models8b/", SGL8B_Q0 + "/"),))
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p)],
+                 [Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
+                                           "--draft-quality", "0", "--if-missing"], 150, "0")]],
+                [[p.pytest("sgl8b-stops", 300, "-m", "correctness", "tests/correctness/test_stops.py",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0"),
+                  Step("sgl-stopfix", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", "/tmp/sgl-stopfix",
+                                       "--history", "stopfix"], 60),
+                  p.pytest("sgl8b-stops-fixed", 300, "-m", "correctness", "tests/correctness/test_stops.py",
+                           f"--specwatch-profiles={SGL8B_STOPFIX}", gpu="0")],
+                 [Step("sgl8b-capture-extend-off", [p.py, "docs/validation/sglang_capture.py", off, "sgl8b-eagle3",
+                                                    f"{run}/capture-extend-off"], 200, "0"),
+                  Step("sgl8b-capture-q0", [p.py, "docs/validation/sglang_capture.py", q0, "sgl8b-eagle3",
+                                            f"{run}/capture-q0"], 200, "0")]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -749,6 +779,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-bisect-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: specwatch bisect "
              "over a history on SGLang's own sources; names the commit that runs bs-1 verify eagerly, skips the "
              "one that cannot boot (two chained calls)", "(new: issue 37)", sglang_8b_bisect_x1),
+    Scenario("sglang-8b-stops-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: "
+             "the stops check as released and with the fix's ordering; captures of draft-extend graphs off and of a "
+             "dead draft", "(new: issue 42)", sglang_8b_stops_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

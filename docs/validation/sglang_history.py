@@ -18,6 +18,11 @@ kit's site, so each revision's sources are the ones that run. The commits, oldes
    CUDA graphs;
 7. a comment (harmless).
 
+``--history stopfix`` builds another history on the same sources: 0.5.16 as released, then one commit that gives
+``Req.update_finish_state`` the ordering of SGLang's own fix (PR 33758, released in 0.5.18): a stop inside the
+accepted run that also reaches ``max_new_tokens`` ends the request at the stop. Its head is what the stops check
+(``tests/correctness/test_stops.py``) must pass on, where the release fails.
+
 Each edit is made at an anchor line of the released sources and fails loudly when the anchor is missing (a
 SGLang version whose code moved), so the history is never silently different from what this docstring says.
 """
@@ -96,6 +101,28 @@ HISTORY = (
          slows=True),
 )
 
+SCHEDULE_BATCH = "srt/managers/schedule_batch.py"
+#: 0.5.12-0.5.17's ``Req.update_finish_state``: the length cap, tested before any stop check
+CAP_ANCHOR = "        if len(self.output_ids) >= self.sampling_params.max_new_tokens:\n"
+STOP_FIRST = (
+    "        # The ordering of SGLang's fix (PR 33758, in 0.5.18): a stop inside the accepted run that reaches the cap\n"
+    "        # ends the request at the stop; the cap decides only when no stop comes at or before it.\n"
+    "        if len(self.output_ids) >= self.sampling_params.max_new_tokens and self.grammar is None:\n"
+    "            accepted = self.output_ids[-new_accepted_len:]\n"
+    "            if (self._check_vocab_boundary_finish(accepted) or self._check_str_based_finish(new_accepted_len)\n"
+    "                    or self._check_token_based_finish(accepted)):\n"
+    "                if self.finished_len is not None and self.finished_len <= self.sampling_params.max_new_tokens:\n"
+    "                    return\n"
+    "                self.finished_reason, self.finished_len = None, None\n")
+
+#: 0.5.16 as released, then the stop-before-cap ordering: the second commit's sources pass the stops check
+STOP_FIX = (
+    Edit("sglang 0.5.16 as released (python/sglang of the kit)"),
+    Edit("schedule_batch: a stop inside the accepted run wins over the max_new_tokens cap", SCHEDULE_BATCH,
+         CAP_ANCHOR, STOP_FIRST),
+)
+HISTORIES = {"bisect": HISTORY, "stopfix": STOP_FIX}
+
 
 #: every commit's author and committer date: the same sources give the same shas on every machine and call, so a
 #: bisect memo of an earlier call (keyed by sha) carries over to the next
@@ -167,8 +194,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", type=Path, help="the site holding the sglang package (the kit's: /tmp/sgl/site)")
     parser.add_argument("dest", type=Path, help="where the repository is made (replaced)")
+    parser.add_argument("--history", choices=sorted(HISTORIES), default="bisect",
+                        help="bisect: the slowing history (default); stopfix: 0.5.16 and the stop-before-cap fix")
     args = parser.parse_args()
-    for sha, edit in build(args.site, args.dest):
+    for sha, edit in build(args.site, args.dest, HISTORIES[args.history]):
         flags = ("" if edit.boots else " [cannot boot]") + (" [slow]" if edit.slows else "")
         print(f"{sha} {edit.message}{flags}")
 
