@@ -105,7 +105,7 @@ def test_process_titles_and_launches_come_from_the_engines_signatures() -> None:
 
 def test_the_protocol_module_lists_what_it_defines() -> None:
     assert sorted(protocol.__all__) == sorted(["CAPABILITIES", "Capabilities", "Engine", "Identity", "MetricNames",
-                                               "Pieces", "ProcessSignature", "ServerProfile",
+                                               "PhaseGraphs", "Pieces", "ProcessSignature", "ServerProfile",
                                                "SpeculativeSettings"])
 
 

@@ -6,6 +6,7 @@ check                  on a live server (and recorded      pure judge
 =====================  ==================================  =========================================
 environment            :mod:`.environment`                 :mod:`.envcheck`, :mod:`.envtree`
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
+phase graphs           :mod:`.phase_graphs`                :mod:`.phasegraphs`
 accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 stops                  :mod:`.stops_live`                  :mod:`.stops`
@@ -28,6 +29,8 @@ __all__ = [
     "inspect",
     "lossless",
     "lossless_live",
+    "phase_graphs",
+    "phasegraphs",
     "stops",
     "stops_live",
     "verdictlog",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from specwatch.engines.protocol import Capabilities, Identity, MetricNames, Pieces, ProcessSignature
+from specwatch.engines.protocol import Capabilities, Identity, MetricNames, PhaseGraphs, Pieces, ProcessSignature
 from specwatch.errors import UsageError
 
 if TYPE_CHECKING:
@@ -51,6 +51,10 @@ class OpenAICompatible:
     def command(self, profile: ServerProfile, host: str, port: int, version: str | None = None) -> list[str]:
         """Never booted: UsageError."""
         raise UsageError(unbootable(profile))
+
+    def phase_graphs(self, version: str | None = None) -> PhaseGraphs | None:
+        """None: no capture lines are read."""
+        return None
 
 
 OPENAI = OpenAICompatible()

@@ -19,6 +19,7 @@ __all__ = [
     "Engine",
     "Identity",
     "MetricNames",
+    "PhaseGraphs",
     "Pieces",
     "ProcessSignature",
     "ServerProfile",
@@ -131,6 +132,47 @@ class ProcessSignature:
 
 
 @dataclass(frozen=True)
+class PhaseGraphs:
+    """Which phases of a speculative cycle an engine captures as graphs at startup (each announced by a
+    ``Capture {role} {kind} ... graph begin/end`` line, named here ``"{role} {kind}"``), and what keeps each
+    from being captured. Read by the phase-graphs check; no check names an engine's flags' meaning itself."""
+
+    verify: str  # the target's verify phase: captured whenever decode graphs are on
+    draft_decode: str | None  # the draft's decode steps; None: the engine has no such phase
+    draft_decode_min_steps: int  # the draft decode phase is captured only from this many draft steps on
+    draft_extend: str | None  # the draft's pass over the accepted tokens; None: the engine has no such phase
+    drafted: tuple[str, ...]  # algorithms that run a draft model (draft phases); the others only verify
+    graphs_off: tuple[tuple[str, str | None], ...]  # (flag, value) that turn every decode-phase graph off
+    extend_backends: tuple[str, ...] = ()  # attention backends whose draft extend phase is captured
+    extend_switch: str | None = None  # an environment variable that turns the draft extend capture off
+    switch_on: tuple[str, ...] = ()  # its values (lower-cased) read as "on"; anything else leaves it off
+    backend_flags: tuple[str, ...] = ()  # flags naming the draft extend's attention backend, most specific first
+    decode_mode: tuple[str, str, str] | None = None  # (mode flag, value, flag): in that mode the flag replaces
+    # the second of backend_flags
+    page_size_flag: str | None = None  # the KV page size flag the default backend depends on
+    default_backend: str | None = None  # the attention backend the engine picks, unasked, on default_gpus
+    default_gpus: tuple[str, ...] = ()  # words of GPU names (as nvidia-smi prints them) where it picks it
+    default_max_topk: int = 1  # ... for a draft tree of at most this topk (unset counts as within)
+    default_max_page_size: int = 1  # ... and a page size of at most this (unset counts as within)
+    default_words: str = ""  # how a message names that default
+
+    def expected(self, algorithm: str, num_steps: int | None) -> tuple[str, ...]:
+        """The phases a healthy server of ``algorithm`` with ``num_steps`` draft steps captures (``num_steps``
+        None: unknown, so the draft decode phase is not required)."""
+        phases = [self.verify]
+        if algorithm.upper() in self.drafted:
+            if self.draft_decode and num_steps is not None and num_steps >= self.draft_decode_min_steps:
+                phases.append(self.draft_decode)
+            if self.draft_extend:
+                phases.append(self.draft_extend)
+        return tuple(phases)
+
+    def switched_on(self, value: str | None) -> bool:
+        """Whether ``value`` of :attr:`extend_switch` (None: unset) turns the draft extend capture off."""
+        return value is not None and value.lower() in self.switch_on
+
+
+@dataclass(frozen=True)
 class Identity:
     """How the version of the engine under test is known."""
 
@@ -164,4 +206,8 @@ class Engine(Protocol):
 
     def command(self, profile: ServerProfile, host: str, port: int, version: str | None = None) -> list[str]:
         """The full argv that boots ``profile`` (UsageError when this engine is not booted)."""
+        ...
+
+    def phase_graphs(self, version: str | None = None) -> PhaseGraphs | None:
+        """Which speculative phases ``version`` captures as graphs (None: the engine shows no capture lines)."""
         ...

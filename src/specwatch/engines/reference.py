@@ -9,18 +9,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from specwatch.engines.protocol import Capabilities, Identity, MetricNames, Pieces, ProcessSignature
-from specwatch.engines.sglang import EAGLE_FAMILY, SGLANG, TITLE_ROLES, release, shared_pieces
+from specwatch.engines.protocol import Capabilities, Identity, MetricNames, PhaseGraphs, Pieces, ProcessSignature
+from specwatch.engines.sglang import EAGLE_FAMILY, PHASE_GRAPHS, SGLANG, TITLE_ROLES, release, shared_pieces
 
 if TYPE_CHECKING:
     from specwatch.engines.protocol import ServerProfile
 
-__all__ = ["ALGORITHMS", "MODULE", "REFERENCE", "Reference"]
+__all__ = ["ALGORITHMS", "MODULE", "PHASES", "REFERENCE", "Reference"]
 
 #: how it is started: ``python -m MODULE``
 MODULE = "specwatch.refserver"
 #: what it implements (chain drafting with a draft model, greedy verification)
 ALGORITHMS = EAGLE_FAMILY
+#: The phases it captures: target verify and draft decode (from one draft step on: it graphs every draft step).
+#: It has no draft extend phase: its draft is the target's first layers, sharing the target's KV cache, so the
+#: verify's forward already writes the draft's cache for the accepted tokens and nothing runs the draft over them.
+#: It reads SGLang's graph-off flags and no attention backend.
+PHASES = PhaseGraphs(verify=PHASE_GRAPHS.verify, draft_decode=PHASE_GRAPHS.draft_decode, draft_decode_min_steps=1,
+                     draft_extend=None, drafted=ALGORITHMS, graphs_off=PHASE_GRAPHS.graphs_off)
 
 
 class Reference:
@@ -52,6 +58,10 @@ class Reference:
         """``python -m specwatch.refserver`` with the shared flags and ``--device`` (auto included)."""
         args = [a for flags, _ in self.arg_pieces(profile, host, port, version) for a in flags]
         return [profile.python, "-m", MODULE, *args, "--device", profile.device, *profile.extra_args]
+
+    def phase_graphs(self, version: str | None = None) -> PhaseGraphs | None:
+        """:data:`PHASES`, whatever the version."""
+        return PHASES
 
 
 REFERENCE = Reference()

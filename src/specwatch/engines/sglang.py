@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specwatch.engines.protocol import Capabilities, Identity, MetricNames, Pieces, ProcessSignature
+from specwatch.engines.protocol import Capabilities, Identity, MetricNames, PhaseGraphs, Pieces, ProcessSignature
 
 if TYPE_CHECKING:
     from specwatch.engines.protocol import ServerProfile
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALGORITHMS",
     "EAGLE_FAMILY",
+    "PHASE_GRAPHS",
     "RELEASES",
     "SGLANG",
     "SPEC_DECODE_LOG_INTERVAL",
@@ -40,6 +41,50 @@ TITLE_ROLES = ("scheduler", "detokenizer_router", "detokenizer", "data_parallel_
                "worker")
 
 
+#: The speculative phases 0.5.16 captures as CUDA graphs, read from its source (srt/ paths below):
+#: * target verify: ``capture_decode_graph`` (model_runner_components/cuda_graph_setup.py), for every
+#:   speculative algorithm, unless the decode graph backend is disabled;
+#: * draft decode and draft extend: ``EAGLEWorkerV2._capture_cuda_graphs`` (speculative/eagle_worker_v2.py), the
+#:   EAGLE family's worker (STANDALONE's ``StandaloneWorkerV2`` subclasses it). It returns at once when the decode
+#:   backend is disabled; draft decode only ``if self.speculative_num_steps > 1``; draft extend only when the env
+#:   switch is off and the draft extend attention backend is an instance of ``graph_supported_backend_types``:
+#:   TritonAttnBackend, TRTLLMMLABackend, TRTLLMHAAttnBackend, TokenspeedMLABackend, FlashInferAttnBackend, and on
+#:   CUDA DeepseekSparseAttnBackend, DeepseekV4AttnBackend, FlashMLABackend. The names below are the
+#:   ``--attention-backend`` values whose ``DraftBackendFactory.create_draft_extend_backend`` (speculative/
+#:   draft_utils.py) builds one of those: flashinfer (FlashInferAttnBackend; an MLA model's
+#:   FlashInferMLAAttnBackend is not in the list), triton, trtllm_mha, trtllm_mla, cutedsl_mla (its draft extend is
+#:   trtllm_mla's), tokenspeed_mla, flashmla, dsa, nsa (dsa's alias), dsv4. fa3 and fa4 (FlashAttentionBackend),
+#:   aiter (graphed only on ROCm, through AiterMultiStepDraftBackend), intel_amx and hybrid_linear_attn (fa3 off
+#:   Blackwell) are not captured;
+#: * the backend: ``DraftBackendFactory._create_backend``: ``--speculative-draft-attention-backend``, else
+#:   ``--prefill-attention-backend`` (``--decode-attention-backend`` with ``--speculative-attention-mode decode``),
+#:   else ``--attention-backend``;
+#: * the switch: ``SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH = EnvBool(False)`` (environ.py); ``EnvBool.parse`` reads
+#:   "true", "1", "yes", "y" (any case) as True, "false", "0", "no", "n" as False, anything else as the default
+#:   False with a warning;
+#: * graphs off: ``--disable-cuda-graph``, ``--disable-decode-cuda-graph``, ``--cuda-graph-backend-decode
+#:   disabled`` (server_args.py, the cuda_graph_config resolution);
+#: * the default backend: ``ServerArgs._get_default_attn_backend`` (server_args.py) returns "fa3" for an MHA model
+#:   when ``is_hopper_with_cuda_12_3()`` (compute capability 9: H100, H200, H800, H20, GH200) and
+#:   ``is_no_spec_infer_or_topk_one`` (utils/common.py: topk unset, or topk 1 with page size 1 or unset), and logs
+#:   "Attention backend not specified. Use fa3 backend by default." (arg_groups/overrides.py
+#:   ``_attention_backend_default``). Elsewhere it picks trtllm_mha (Blackwell), flashinfer or triton: all
+#:   captured.
+PHASE_GRAPHS = PhaseGraphs(
+    verify="target verify", draft_decode="draft decode", draft_decode_min_steps=2, draft_extend="draft extend",
+    drafted=EAGLE_FAMILY,
+    graphs_off=(("--disable-cuda-graph", None), ("--disable-decode-cuda-graph", None),
+                ("--cuda-graph-backend-decode", "disabled")),
+    extend_backends=("flashinfer", "triton", "trtllm_mha", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "flashmla",
+                     "dsa", "nsa", "dsv4"),
+    extend_switch="SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH", switch_on=("true", "1", "yes", "y"),
+    backend_flags=("--speculative-draft-attention-backend", "--prefill-attention-backend", "--attention-backend"),
+    decode_mode=("--speculative-attention-mode", "decode", "--decode-attention-backend"),
+    page_size_flag="--page-size",
+    default_backend="fa3", default_gpus=("H100", "H200", "H800", "H20", "GH200"), default_max_topk=1,
+    default_max_page_size=1, default_words="FA3, SGLang's default on Hopper for topk 1")
+
+
 @dataclass(frozen=True)
 class Release:
     """What one SGLang version does differently, in what specwatch reads or writes."""
@@ -50,6 +95,9 @@ class Release:
     graph_limit_flags: tuple[str, ...]  # spellings of the decode capture limit it accepts, the canonical first
     meta_info_aliases: bool  # meta_info also has spec_accepted_drafts / spec_proposed_drafts
     graph_memory_metric: bool  # sglang:graph_memory_usage_gb exists
+    #: the speculative phases it captures: 0.5.16's (read); 0.5.17 and 0.5.23 print the same draft capture lines
+    #: from the same function (docs/reference/sglang-versions.md), their backend lists are assumed the same
+    phase_graphs: PhaseGraphs = PHASE_GRAPHS
 
     @property
     def graph_limit_flag(self) -> str:
@@ -158,6 +206,10 @@ class SGLang:
         if profile.device != "auto":
             args += ["--device", profile.device]
         return [*launcher, *args, *profile.extra_args]
+
+    def phase_graphs(self, version: str | None = None) -> PhaseGraphs | None:
+        """The speculative phases ``version`` captures (:attr:`Release.phase_graphs`)."""
+        return release(version).phase_graphs
 
 
 SGLANG = SGLang()
