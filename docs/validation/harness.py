@@ -647,30 +647,29 @@ def sglang_8b_perf_x1(p: Plan) -> None:
 
 SGL8B_STOPFIX = "docs/validation/sglang/8b-stopfix.toml"
 SGL8B_Q0 = "/tmp/sgl/models8b-q0"  # the 8b plan with a draft whose first guess is never right (--draft-quality 0)
-EXTEND_OFF = ('extra_env = { SGLANG_ENABLE_JIT_DEEPGEMM', 'extra_env = { SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH = "1", '
-              'SGLANG_ENABLE_JIT_DEEPGEMM')
 
 
 def sglang_8b_stops_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: the stops check on the plain and
-    EAGLE-3 servers as released (0.5.16 tests the max_new_tokens cap before the stop), then on the same sources with
-    the ordering of SGLang's fix (docs/validation/sglang_history.py --history stopfix); beside it, captures of two
-    EAGLE-3 servers made faulty by the engine's own switches (draft-extend graphs off by SGLANG_DISABLE_DRAFT_EXTEND_
-    CUDA_GRAPH=1; a draft whose first guess is never right), the raw data the phase-graph and draft checks read."""
+    EAGLE-3 servers as released (0.5.16 tests the max_new_tokens cap before the stop) and, in a lane beside it, on the
+    same sources with the ordering of SGLang's fix (docs/validation/sglang_history.py --history stopfix); in a third
+    lane the phase-graph check on the healthy EAGLE-3 server and on one started with the engine's own switch
+    SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH=1, then a capture of a draft whose first guess is never right
+    (--draft-quality 0): the raw data the draft checks read. Three servers at most at once on the GPU (13 GiB of
+    weights and a 4 GiB KV pool each)."""
     run = p.rel(p.run)
-    off = p.profile(SGL8B_BASE, "eagle3-8b-extend-off", replace=(EXTEND_OFF,))
     q0 = p.profile(SGL8B_BASE, "eagle3-8b-q0", replace=(("/tmp/sgl/models8b/", SGL8B_Q0 + "/"),))
-    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p)],
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sgl-stopfix", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", "/tmp/sgl-stopfix",
+                                       "--history", "stopfix"], 60)],
                  [Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
                                            "--draft-quality", "0", "--if-missing"], 150, "0")]],
-                [[p.pytest("sgl8b-stops", 300, "-m", "correctness", "tests/correctness/test_stops.py",
-                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0"),
-                  Step("sgl-stopfix", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", "/tmp/sgl-stopfix",
-                                       "--history", "stopfix"], 60),
-                  p.pytest("sgl8b-stops-fixed", 300, "-m", "correctness", "tests/correctness/test_stops.py",
+                [[p.pytest("sgl8b-stops", 400, "-m", "correctness", "tests/correctness/test_stops.py",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0")],
+                 [p.pytest("sgl8b-stops-fixed", 400, "-m", "correctness", "tests/correctness/test_stops.py",
                            f"--specwatch-profiles={SGL8B_STOPFIX}", gpu="0")],
-                 [Step("sgl8b-capture-extend-off", [p.py, "docs/validation/sglang_capture.py", off, "sgl8b-eagle3",
-                                                    f"{run}/capture-extend-off"], 200, "0"),
+                 [p.pytest("sgl8b-phase-graphs", 330, "-m", "correctness", "tests/correctness/test_phase_graphs.py",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0"),
                   Step("sgl8b-capture-q0", [p.py, "docs/validation/sglang_capture.py", q0, "sgl8b-eagle3",
                                             f"{run}/capture-q0"], 200, "0")]]]
 
