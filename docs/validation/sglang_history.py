@@ -105,7 +105,7 @@ SCHEDULE_BATCH = "srt/managers/schedule_batch.py"
 #: 0.5.12-0.5.17's ``Req.update_finish_state``: the length cap, tested before any stop check
 CAP_ANCHOR = "        if len(self.output_ids) >= self.sampling_params.max_new_tokens:\n"
 STOP_FIRST = (
-    "        # The ordering of SGLang's fix (PR 33758, in 0.5.18): a stop inside the accepted run that reaches the cap\n"
+    "        # The ordering of SGLang's fix (PR 33758, 0.5.18): a stop inside the accepted run that reaches the cap\n"
     "        # ends the request at the stop; the cap decides only when no stop comes at or before it.\n"
     "        if len(self.output_ids) >= self.sampling_params.max_new_tokens and self.grammar is None:\n"
     "            accepted = self.output_ids[-new_accepted_len:]\n"
