@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from specwatch.checks import accept_length
 from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.engines.registry import native_metrics
 from specwatch.judge import draftalive
 from specwatch.judge.verdict import Verdict
 from specwatch.profiles.profile import ServerProfile, Speculative
@@ -49,7 +50,7 @@ def evaluate_measurement(profile: ServerProfile, measurement: Measurement, *, ar
         return Verdict.skip(NAME, "not a speculative server: no draft", profile.name)
     m = measurement
     info = m.server_info_after or None
-    names = profile.engine_kind.metrics
+    names = profile.engine_kind.metrics or native_metrics()
     verify_calls = generated = None
     if m.metrics_delta is not None:
         verify_calls = m.metrics_delta.value(names.verify_calls, default=None)
