@@ -7,6 +7,7 @@ check                  on a live server (and recorded      pure judge
 environment            :mod:`.environment`                 :mod:`.envcheck`, :mod:`.envtree`
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
 accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
+draft alive            :mod:`.draft_alive`                 :mod:`specwatch.judge.draftalive`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
 =====================  ==================================  =========================================
@@ -20,6 +21,7 @@ __all__ = [
     "accept_length",
     "allreduce",
     "allreduce_ranks",
+    "draft_alive",
     "envcheck",
     "environment",
     "envtree",
