@@ -8,6 +8,7 @@ environment            :mod:`.environment`                 :mod:`.envcheck`, :mo
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
 phase graphs           :mod:`.phase_graphs`                :mod:`.phasegraphs`
 accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
+draft alive            :mod:`.draft_alive`                 :mod:`specwatch.judge.draftalive`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 stops                  :mod:`.stops_live`                  :mod:`.stops`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
@@ -22,6 +23,7 @@ __all__ = [
     "accept_length",
     "allreduce",
     "allreduce_ranks",
+    "draft_alive",
     "envcheck",
     "environment",
     "envtree",

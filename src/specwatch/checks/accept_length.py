@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from specwatch.signals.promtext import Exposition
 
 __all__ = ["NAME", "NEEDS", "WINDOW_SLACK", "check", "claim_disagreements", "estimates", "evaluate", "explain_value",
-           "flush_took", "num_steps"]
+           "flush_took", "measured_estimates", "num_steps"]
 
 NAME = "accept length"
 #: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`)
@@ -279,6 +279,23 @@ def _source_name(est: speculative.Estimate) -> str:
     return (est.source or est.convention.value).split(" (", 1)[0]
 
 
+def measured_estimates(profile: ServerProfile, measurement: Measurement, steps: int
+                       ) -> tuple[list[speculative.Estimate], list[str], list[str]]:
+    """:func:`estimates` of every source of one live measurement (the cumulative /server_info value as the
+    window's only when the /flush_cache before it took)."""
+    m = measurement
+    asked, flushed = m.workload.flush_after_warmup, flush_took(m.server_info_before)
+    ests, problems, notes = estimates(
+        num_steps=steps, decode_records=m.decode_records, metrics_delta=m.metrics_delta,
+        metas=[g.meta_info for g in m.generations], info_before=m.server_info_before,
+        info_after=m.server_info_after or {}, flushed_before=asked and flushed,
+        metrics_after=getattr(m, "metrics_after", None), metrics=profile.engine_kind.metrics)
+    if asked and not flushed:
+        notes.append("/flush_cache did not take before the window (avg_spec_accept_length was still there after "
+                     "it): the cumulative /server_info value is not read as the window's")
+    return ests, problems, notes
+
+
 def check(
     log: VerdictLog | None,
     server: RunningServer,
@@ -300,15 +317,7 @@ def check(
                                   "no speculative_num_steps", prof.name)
     if steps is None:
         return Verdict.skip(NAME, "not a speculative server: no accept length", prof.name)
-    asked, flushed = measurement.workload.flush_after_warmup, flush_took(measurement.server_info_before)
-    ests, problems, notes = estimates(
-        num_steps=steps, decode_records=measurement.decode_records, metrics_delta=measurement.metrics_delta,
-        metas=[g.meta_info for g in measurement.generations], info_before=measurement.server_info_before,
-        info_after=info, flushed_before=asked and flushed, metrics_after=getattr(measurement, "metrics_after", None),
-        metrics=prof.engine_kind.metrics)
-    if asked and not flushed:
-        notes.append("/flush_cache did not take before the window (avg_spec_accept_length was still there after "
-                     "it): the cumulative /server_info value is not read as the window's")
+    ests, problems, notes = measured_estimates(prof, measurement, steps)
     if server.log_path is None:
         notes.append("no log file (--server-url): Decode-line windows not read")
     ndt = prof.speculative.draft_tokens if prof.speculative else None

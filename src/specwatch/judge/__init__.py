@@ -7,6 +7,7 @@ __all__ = [
     "compare",
     "cyclecost",
     "diagnose",
+    "draftalive",
     "levels",
     "machineterm",
     "paired",

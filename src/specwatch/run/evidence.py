@@ -66,7 +66,9 @@ class Policy:
 class Pair:
     """A relative gate's evidence: the measurements of the side expected to be faster (``a``: spec, tuned) and
     of the other (``b``), pooled over their rounds; their profiles' names; the round spread earlier A/B runs
-    recorded for this machine class and where it comes from; and the checks' findings on both servers."""
+    recorded for this machine class and where it comes from; the checks' findings on both servers; and what
+    the evidence itself says is wrong with side a before its speed is judged (a dead draft, speculation off:
+    ``cause``, said first by a gate that does not pass)."""
 
     a: Measurement
     b: Measurement
@@ -75,3 +77,4 @@ class Pair:
     prior: RoundPrior | None = None
     prior_source: str = ""
     findings: tuple[str, ...] = ()
+    cause: str = ""

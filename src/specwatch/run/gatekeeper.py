@@ -140,9 +140,20 @@ def speculation_beats_baseline(session: Session, workload: str = "single-stream"
     base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
     prior, source = _round_prior(session, spec_p.name, workload, spec)
     pair = Pair(spec, base, (spec_p.name, base_p.name), workload, prior, source,
-                _findings(session, spec_p.name, base_p.name))
+                _findings(session, spec_p.name, base_p.name), _draft_dead(spec_p, spec))
     return gates.speculation_beats_baseline(pair, Policy(alpha=session.config.alpha),
                                             margin=session.profiles.gates.spec_margin)
+
+
+def _draft_dead(prof: ServerProfile, spec: Measurement) -> str:
+    """The draft-alive check's failure on the speculative server's own measurement ("": alive, or it cannot
+    tell): speculation off, or a draft that accepts nothing, said before the gate calls the server slow."""
+    from specwatch.checks import draft_alive
+
+    if prof.unable(draft_alive.NAME, draft_alive.NEEDS):
+        return ""
+    verdict = draft_alive.evaluate_measurement(prof, spec)
+    return f"[{verdict.name} on {prof.name}: FAILED] {verdict.reason}" if verdict.failed else ""
 
 
 @recorded

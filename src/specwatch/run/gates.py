@@ -146,6 +146,8 @@ def speculation_beats_baseline(pair: Pair, policy: Policy, *, margin: float = 0.
     One round without a recorded round spread (a first run) is judged against a conservative
     boot-to-boot term scaled from its runs' own spread (:func:`specwatch.judge.tuning.first_round_spread`).
     Rounds that can neither show nor rule out the margin skip, saying in one line what would decide.
+    A ``pair.cause`` (the draft-alive check's failure on the speculative side: speculation off, a dead draft)
+    fails a verdict that does not pass, unsure ones included, and is its first line.
     """
     spec, base = pair.a, pair.b
     spec_name, base_name = pair.names
@@ -156,6 +158,9 @@ def speculation_beats_baseline(pair: Pair, policy: Policy, *, margin: float = 0.
     row = _paired_row(f"{spec_name} vs {base_name} ({pair.workload}, decode tok/s)", spec.samples(DECODE_METRIC),
                       base.samples(DECODE_METRIC), judged, judged.verdict, spec, base)
     lines = [judged.message, *diagnose(spec, base).lines(), *pair.findings]
+    if pair.cause and judged.verdict != "pass":  # a dead draft or speculation off: said before "slower", and
+        lines.insert(0, pair.cause)              # no "unsure" where the evidence says speculation cannot win
+        return Verdict(SPEC_VS_BASELINE, Status.FAIL, "\n".join(lines), rows=[row])
     if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "\n".join(lines), rows=[row])
     return Verdict.of(SPEC_VS_BASELINE, judged.verdict == "pass", "\n".join(lines), rows=[row])
