@@ -130,16 +130,18 @@ def drift(measurement: Measurement, reference: Reference | str, policy: Policy, 
 
 
 def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str,
-                *sides: Measurement, unit: str = "tok/s", shown: tuple[float, float] | None = None) -> ReportRow:
+                *sides: Measurement, unit: str = "tok/s", higher: bool = True,
+                shown: tuple[float, float] | None = None) -> ReportRow:
     """The table row of a relative gate: side a's runs, side b's median, the rounds' ratio and verdict; the runs
-    that ``sides`` left out of their decode tok/s, said. ``shown``: the two sides' values the row shows instead
-    of the medians (a percentile), and no interval of a median then."""
+    that ``sides`` left out of their decode tok/s, said. ``unit``/``higher``: the samples' unit and whether more
+    is better; ``shown``: the two sides' values the row shows instead of the medians (a percentile), and no
+    interval of a median then."""
     ci = (None, None) if shown else _ci(a)
     value, base = shown or (statistics.median(a), statistics.median(b))
     return ReportRow(key=key, n=len(a), median=value, unit=unit, ci_low=ci[0], ci_high=ci[1], baseline_median=base,
                      change=judged.ratio - 1, p=judged.p, verdict=verdict, samples=tuple(a), message=judged.sentence,
                      extra={"rounds": judged.rounds, "round_design": judged.design}, change_basis=PAIRED_BASIS,
-                     higher_is_better=unit == "tok/s",
+                     higher_is_better=higher,
                      dropped="; ".join(n for m in sides if (n := m.dropped_note(DECODE_METRIC))))
 
 
@@ -195,7 +197,8 @@ def speculation_ttft(pair: Pair, policy: Policy, *, margin: float) -> Verdict:
                                             "afresh): a p99 is judged on its rounds alone")
         a_ms, b_ms = percentiles(a_all)[name], percentiles(b_all)[name]
         rows.append(_paired_row(f"{spec_name} vs {base_name} ({pair.workload}, TTFT {label})", a_all, b_all, judged,
-                                judged.verdict, unit="ms", shown=(a_ms, b_ms) if label != "p50" else None))
+                                judged.verdict, unit="ms", higher=False,
+                                shown=(a_ms, b_ms) if label != "p50" else None))
         lines.append(f"TTFT {label}: {spec_name} {a_ms:.1f} ms, {base_name} {b_ms:.1f} ms over all rounds "
                      f"(allowance +{margin:.0%}, [gates] spec_ttft_margin): {judged.sentence}")
         verdicts.append(judged)
