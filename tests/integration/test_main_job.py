@@ -229,7 +229,7 @@ alternate_rounds = 2
 def test_two_gates_sharing_a_server_boot_it_once_a_round(tmp_path: Path) -> None:
     """The GPU sets' shape: eagle3-tuned is both the spec and the tuned server. Each round boots
     baseline, eagle3-tuned, eagle3-untuned once (3 boots a round, not 4); both gates pool 6 runs."""
-    out = _tuned_gate(tmp_path, THREE, select="tuned or speculation")
+    out = _tuned_gate(tmp_path, THREE, select="tuned or speculation_beats")
     boots = [ln.split("booting ")[1].split(":")[0] for ln in out.stdout.splitlines() if "[specwatch] booting" in ln]
     assert boots == ["baseline-tuned", "eagle3-tuned", "eagle3-untuned"] * 2, boots
     assert "alternating baseline-tuned / eagle3-tuned / eagle3-untuned: round 2/2" in out.stdout

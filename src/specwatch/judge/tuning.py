@@ -63,6 +63,9 @@ def tuning_effect(gain: compare.GateResult, min_effect: float) -> tuple[str, str
     return f"{gain.verdict.value}: {gain.gain * 100:+.1f}%", gain.verdict.value
 
 
+#: how a side misses what :func:`beats` asks: falls short of a floor, or (``at_most``) exceeds an allowance
+_MISS = {False: "falls short", True: "exceeds it"}
+
 #: what would decide rounds that are unsure
 MORE_ROUNDS = "more rounds would decide ([gates] alternate_rounds)"
 
@@ -192,9 +195,10 @@ def rounds_to_decide(distance: float, spread: float, alpha: float) -> int | None
 
 
 def _first_round(ratio: float, runs: tuple[Sequence[float], Sequence[float]], target: float, alpha: float,
-                 names: tuple[str, str], want: str) -> RoundsVerdict | None:
-    """One round, no recorded spread: pass or fail when the round's ratio clears ``target`` by more than the
-    noise :func:`first_round_spread` assumes; else unsure, saying in one line what would decide it."""
+                 names: tuple[str, str], want: str, at_most: bool = False) -> RoundsVerdict | None:
+    """One round, no recorded spread: pass or fail when the round's ratio clears ``target`` (from above, or
+    with ``at_most`` from below) by more than the noise :func:`first_round_spread` assumes; else unsure,
+    saying in one line what would decide it."""
     found = first_round_spread(*runs)
     if found is None:
         return None
@@ -207,13 +211,14 @@ def _first_round(ratio: float, runs: tuple[Sequence[float], Sequence[float]], ta
               f"{boot:.1%} ({FIRST_ROUND_BOOT_FACTOR:g}x the runs' own spread, at least {FIRST_ROUND_MIN_BOOT:.0%})"
               f" and the runs' {within:.1%}: {total:.1%}, at one-sided alpha {alpha:g}")
     nums = f"{names[0]}/{names[1]} {_num(ratio)} [{_num(low)}, {_num(high)}] in one round"
-    if low > target:
-        p = float(_sps.norm.sf(distance / total))
+    above, below = float(_sps.norm.sf(distance / total)), float(_sps.norm.cdf(distance / total))
+    if (high < target) if at_most else (low > target):
+        p = below if at_most else above
         return RoundsVerdict("pass", ratio, low, high, p, 1, f"pass: {want} (one-sided p={p:.2g}); {nums}", design)
-    if high < target:
-        p = float(_sps.norm.cdf(distance / total))
+    if (low > target) if at_most else (high < target):
+        p = above if at_most else below
         return RoundsVerdict("fail", ratio, low, high, p, 1,
-                             f"fail: not {want} (one-sided p={p:.2g} that it falls short); {nums}", design)
+                             f"fail: not {want} (one-sided p={p:.2g} that it {_MISS[at_most]}); {nums}", design)
     n = rounds_to_decide(distance, total, alpha)
     if n is not None:
         what = (f"[gates] alternate_rounds = {n} would decide it if the rounds spread as assumed (or record the "
@@ -221,7 +226,7 @@ def _first_round(ratio: float, runs: tuple[Sequence[float], Sequence[float]], ta
     else:
         what = (f"{_pct(ratio / target)} from the margin is within this noise: no number of rounds up to "
                 f"{MAX_ADVISED_ROUNDS} would decide it")
-    return RoundsVerdict(UNSURE, ratio, low, high, float(_sps.norm.sf(distance / total)), 1,
+    return RoundsVerdict(UNSURE, ratio, low, high, below if at_most else above, 1,
                          f"unsure: {nums} can neither show nor rule out {want} against the noise one round "
                          f"assumes; {what}", design)
 
@@ -234,27 +239,32 @@ def _one_sided(summary: paired.PairedRounds) -> tuple[float, float]:
 
 def beats(ratios: Sequence[float], *, margin: float, alpha: float, prior: paired.RoundPrior | None = None,
           source: str = "", names: tuple[str, str] = ("a", "b"),
-          runs: tuple[Sequence[float], Sequence[float]] | None = None) -> RoundsVerdict:
+          runs: tuple[Sequence[float], Sequence[float]] | None = None, at_most: bool = False) -> RoundsVerdict:
     """Judge "a ≥ b × (1 + margin)" on per-round ratios a/b: pass when the one-sided 1 - alpha lower bound
-    clears 1 + margin, fail when the upper bound stays below it, else unsure. One round without ``prior``
-    is judged on ``runs`` (that round's runs of a and of b) as :func:`first_round_spread` says."""
+    clears 1 + margin, fail when the upper bound stays below it, else unsure. With ``at_most`` the same rule
+    judges "a ≤ b × (1 + margin)" (a cost such as a latency, allowed ``margin``): pass when the upper bound
+    stays below 1 + margin, fail when the lower bound clears it. One round without ``prior`` is judged on
+    ``runs`` (that round's runs of a and of b) as :func:`first_round_spread` says."""
     target = 1.0 + margin
     summary, design = _summary(ratios, alpha, prior, source, names, scale=target)
-    want = f"{names[0]} ≥ {names[1]}×{target:g}"
+    want = f"{names[0]} {'≤' if at_most else '≥'} {names[1]}×{target:g}"
     if summary is None:
-        first = (_first_round(ratios[0], runs, target, alpha, names, want)
+        first = (_first_round(ratios[0], runs, target, alpha, names, want, at_most)
                  if runs is not None and len(ratios) == 1 else None)
         return first or _not_judged(ratios, design, want)
     ratio, low, high = summary.ratio * target, summary.low * target, summary.high * target
     below, above = _one_sided(summary)
     nums = f"{names[0]}/{names[1]} {_num(ratio)} [{_num(low)}, {_num(high)}] over {summary.rounds} round(s)"
-    if summary.low > 1:
-        return RoundsVerdict("pass", ratio, low, high, above, summary.rounds,
-                             f"pass: {want} (one-sided p={above:.2g}); {nums}", design)
-    if summary.high < 1:
-        return RoundsVerdict("fail", ratio, low, high, below, summary.rounds,
-                             f"fail: not {want} (one-sided p={below:.2g} that it falls short); {nums}", design)
-    return RoundsVerdict(UNSURE, ratio, low, high, above, summary.rounds,
+    shown, missed = (summary.high < 1, summary.low > 1) if at_most else (summary.low > 1, summary.high < 1)
+    if shown:
+        p = below if at_most else above
+        return RoundsVerdict("pass", ratio, low, high, p, summary.rounds,
+                             f"pass: {want} (one-sided p={p:.2g}); {nums}", design)
+    if missed:
+        p = above if at_most else below
+        return RoundsVerdict("fail", ratio, low, high, p, summary.rounds,
+                             f"fail: not {want} (one-sided p={p:.2g} that it {_MISS[at_most]}); {nums}", design)
+    return RoundsVerdict(UNSURE, ratio, low, high, below if at_most else above, summary.rounds,
                          f"unsure: {nums} can neither show nor rule out {want}", design, MORE_ROUNDS)
 
 

@@ -135,6 +135,16 @@ class Measurement:
             xs = xs[n:]
         return out
 
+    def ttft_by_boot(self) -> list[list[float]]:
+        """Each boot's requests' time to first token in ms, in order (the boots of :meth:`by_boot`): every request
+        of every run, from its :class:`~specwatch.load.client.Generation`; a run whose requests were not kept
+        (one read back from a results file) counts once, as its ``ttft_ms``."""
+        out, runs = [], self.runs
+        for n in self.boots or (len(runs),):
+            out.append([x for r in runs[:n] for x in [1000 * g.ttft_s for g in r.generations] or [r.ttft_ms]])
+            runs = runs[n:]
+        return out
+
     def decode_dropped(self) -> dict[int, str]:
         """The runs (by index) that are no sample of the decode-timed keys (``DECODE_TIMED``), and why: a request of
         the run had no measurable decode window (:func:`specwatch.judge.levels.unmeasured_decode`); runs without

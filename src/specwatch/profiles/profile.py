@@ -254,6 +254,9 @@ class Gates:
     """Relative gates judged within one session."""
 
     spec_margin: float = 0.0  # speculative >= baseline * (1 + margin)
+    # speculative TTFT (p50, p99) <= baseline's * (1 + margin): the draft prefills the prompt too, so
+    # speculation may cost some time to first token (docs/reference/speculation-health.md says why 25%)
+    spec_ttft_margin: float = 0.25
     tuned_tolerance: float = 0.02  # tuned >= untuned * (1 - tolerance)
     expect_tuning_effect: bool = False  # on NVLink graphed all-reduce, tuning changes ~nothing
     # A significant tuned/untuned difference smaller than this is "no meaningful effect", never a win:

@@ -139,6 +139,8 @@ DEFAULT_FIELDS: dict[str, Field] = {**SERVER_FIELDS, "name": Field(Rule("no name
 GATE_FIELDS: dict[str, Field] = {
     "spec_margin": Field(number(-1, low_open=True, meaning="speculative ≥ baseline × (1 + margin)"),
                          "how much faster speculation must be; negative allows slower"),
+    "spec_ttft_margin": Field(number(0, meaning="speculative TTFT ≤ baseline TTFT × (1 + margin)"),
+                              "how much longer speculation may take to the first token (p50 and p99)"),
     "tuned_tolerance": Field(number(0, 1, low_open=True, high_open=True, meaning="a fraction: 0.02 is 2%"),
                              "tuned ≥ untuned × (1 - tolerance)"),
     "expect_tuning_effect": Field(BOOLEAN, "the tuning must show a significant gain"),

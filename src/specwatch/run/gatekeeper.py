@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from specwatch.run.session import Session
 
 __all__ = ["accept_length_vs_baseline", "cycle_cost_vs_baseline", "drift", "floor", "probe",
-           "speculation_beats_baseline", "speculation_by_level", "tuned_vs_untuned"]
+           "speculation_beats_baseline", "speculation_by_level", "speculation_ttft", "tuned_vs_untuned"]
 
 
 def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
@@ -80,17 +80,17 @@ def _references(session: Session) -> References:
     return References(judged=judged, read=session.reference_samples)
 
 
-def _round_prior(session: Session, server: str, workload: str, measured: Measurement) -> tuple[RoundPrior | None,
-                                                                                                 str]:
+def _round_prior(session: Session, server: str, workload: str, measured: Measurement,
+                 metric: str = gates.DECODE_METRIC) -> tuple[RoundPrior | None, str]:
     """The round spread earlier A/B runs recorded for this machine class, and where it comes from: the
     boot-to-boot term a relative gate pools with its own rounds (None: none recorded). The runs of ``server``'s
-    key and of its twins, which served what ``measured`` served (:meth:`RoundSpread.prior_for`, the rule
-    ``specwatch ab`` uses: another model's boot-to-boot luck is none of this one's)."""
+    key of ``metric`` and of its twins, which served what ``measured`` served (:meth:`RoundSpread.prior_for`, the
+    rule ``specwatch ab`` uses: another model's boot-to-boot luck is none of this one's)."""
     from specwatch.store.roundspread import RoundSpread
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
     engine = session.engine_of(server)
-    return spread.prior_for(f"{server}/{workload}/{gates.DECODE_METRIC}", engine, measured.identity())
+    return spread.prior_for(f"{server}/{workload}/{metric}", engine, measured.identity())
 
 
 # -- throughput -----------------------------------------------------------------------------------
@@ -154,6 +154,23 @@ def _draft_dead(prof: ServerProfile, spec: Measurement) -> str:
         return ""
     verdict = draft_alive.evaluate_measurement(prof, spec)
     return f"[{verdict.name} on {prof.name}: FAILED] {verdict.reason}" if verdict.failed else ""
+
+
+@recorded
+def speculation_ttft(session: Session, workload: str = "single-stream") -> Verdict:
+    """:func:`specwatch.run.gates.speculation_ttft` on the same measurements as
+    :func:`speculation_beats_baseline` (no extra boot), at ``[gates] spec_ttft_margin``; the p50's boot-to-boot
+    term is the round spread recorded for the speculative server's own ``ttft_ms`` key (``specwatch ab --metric
+    ttft_ms --record-rounds``), never decode throughput's."""
+    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
+    if not spec_p or not base_p:
+        return Verdict(gates.SPEC_TTFT, Status.SKIP, "the profile set has no spec and baseline servers to compare")
+    base, spec = session.measure_pair(base_p.name, spec_p.name, workload)
+    prior, source = _round_prior(session, spec_p.name, workload, spec, metric="ttft_ms")
+    pair = Pair(spec, base, (spec_p.name, base_p.name), workload, prior, source,
+                _findings(session, spec_p.name, base_p.name))
+    return gates.speculation_ttft(pair, Policy(alpha=session.config.alpha),
+                                  margin=session.profiles.gates.spec_ttft_margin)
 
 
 @recorded

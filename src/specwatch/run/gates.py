@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from specwatch.profiles.profile import Gates, ServerProfile
 
 __all__ = ["DECODE_METRIC", "LEVEL_METRIC", "METRIC", "accept_length", "diagnose", "drift", "floor",
-           "speculation_beats_baseline", "speculation_by_level", "tuned_vs_untuned", "tuning_effect",
+           "speculation_beats_baseline", "speculation_by_level", "speculation_ttft", "tuned_vs_untuned",
+           "tuning_effect",
            "unread_difference"]
 
 METRIC = "output_tok_s"
@@ -38,6 +39,7 @@ LEVEL_METRIC = "output_throughput"
 #: The gates' names (``Verdict.name``).
 FLOOR, DRIFT, SPEC_VS_BASELINE, TUNED_VS_UNTUNED = "floor", "drift", "speculation beats baseline", "tuned vs untuned"
 SPEC_BY_LEVEL = "speculation by load level"
+SPEC_TTFT = "speculation TTFT within allowance"
 #: what a relative gate's change is (the table says it when the medians of all runs differ in sign)
 PAIRED_BASIS = "the paired rounds' (the geometric mean of each round's ratio, each round a fresh boot of both)"
 
@@ -128,13 +130,18 @@ def drift(measurement: Measurement, reference: Reference | str, policy: Policy, 
 
 
 def _paired_row(key: str, a: list[float], b: list[float], judged: RoundsVerdict, verdict: str,
-                *sides: Measurement) -> ReportRow:
+                *sides: Measurement, unit: str = "tok/s", higher: bool = True,
+                shown: tuple[float, float] | None = None) -> ReportRow:
     """The table row of a relative gate: side a's runs, side b's median, the rounds' ratio and verdict; the runs
-    that ``sides`` left out of their decode tok/s, said."""
-    return ReportRow(key=key, n=len(a), median=statistics.median(a), unit="tok/s", ci_low=_ci(a)[0],
-                     ci_high=_ci(a)[1], baseline_median=statistics.median(b), change=judged.ratio - 1, p=judged.p,
-                     verdict=verdict, samples=tuple(a), message=judged.sentence,
+    that ``sides`` left out of their decode tok/s, said. ``unit``/``higher``: the samples' unit and whether more
+    is better; ``shown``: the two sides' values the row shows instead of the medians (a percentile), and no
+    interval of a median then."""
+    ci = (None, None) if shown else _ci(a)
+    value, base = shown or (statistics.median(a), statistics.median(b))
+    return ReportRow(key=key, n=len(a), median=value, unit=unit, ci_low=ci[0], ci_high=ci[1], baseline_median=base,
+                     change=judged.ratio - 1, p=judged.p, verdict=verdict, samples=tuple(a), message=judged.sentence,
                      extra={"rounds": judged.rounds, "round_design": judged.design}, change_basis=PAIRED_BASIS,
+                     higher_is_better=higher,
                      dropped="; ".join(n for m in sides if (n := m.dropped_note(DECODE_METRIC))))
 
 
@@ -164,6 +171,52 @@ def speculation_beats_baseline(pair: Pair, policy: Policy, *, margin: float = 0.
     if judged.verdict in (tuning.UNSURE, tuning.NOT_JUDGED):
         return Verdict(SPEC_VS_BASELINE, Status.SKIP, "\n".join(lines), rows=[row])
     return Verdict.of(SPEC_VS_BASELINE, judged.verdict == "pass", "\n".join(lines), rows=[row])
+
+
+def speculation_ttft(pair: Pair, policy: Policy, *, margin: float) -> Verdict:
+    """Speculative TTFT ≤ baseline TTFT × (1 + margin), at p50 and at p99, each judged on the rounds like
+    :func:`speculation_beats_baseline` (:func:`specwatch.judge.tuning.beats`, ``at_most``): per round, each side's
+    percentile over that boot's requests, and the ratio. ``pair``: the speculative server's measurement (``a``),
+    the baseline's (``b``), and the round spread of the speculative server's ``ttft_ms`` key (``prior``), which
+    stands for the p50's boot-to-boot term only: a p99 wanders more than a median, so it has its rounds alone.
+
+    Fails when either percentile is shown beyond the allowance, passes when both are shown within it, else
+    skips saying which could not be decided and what would decide it (more rounds)."""
+    from specwatch.judge.levels import percentiles
+
+    spec, base = pair.a, pair.b
+    spec_name, base_name = pair.names
+    a_boots, b_boots = spec.ttft_by_boot(), base.ttft_by_boot()
+    a_all, b_all = [x for xs in a_boots for x in xs], [x for xs in b_boots for x in xs]
+    rows, lines, verdicts = [], [], []
+    one = len(a_boots) == 1 == len(b_boots)
+    for label, name in (("p50", "median"), ("p99", "p99")):
+        # per round, each side's percentile of that boot's requests (NaN for a boot without any: left out)
+        ratios = tuning.round_ratios([[percentiles(xs)[name]] for xs in a_boots],
+                                     [[percentiles(xs)[name]] for xs in b_boots])
+        judged = tuning.beats(ratios, margin=margin, alpha=policy.alpha, prior=pair.prior if label == "p50" else None,
+                              source=pair.prior_source, names=(f"{spec_name} TTFT {label}", base_name),
+                              runs=(a_boots[0], b_boots[0]) if one and label == "p50" else None, at_most=True)
+        if label == "p99" and judged.verdict == tuning.NOT_JUDGED:  # no recorded spread stands for a p99's
+            judged = replace(judged, advice="set [gates] alternate_rounds = 3 or more (each round boots both servers "
+                                            "afresh): a p99 is judged on its rounds alone")
+        a_ms, b_ms = percentiles(a_all)[name], percentiles(b_all)[name]
+        rows.append(_paired_row(f"{spec_name} vs {base_name} ({pair.workload}, TTFT {label})", a_all, b_all, judged,
+                                judged.verdict, unit="ms", higher=False,
+                                shown=(a_ms, b_ms) if label != "p50" else None))
+        lines.append(f"TTFT {label}: {spec_name} {a_ms:.1f} ms, {base_name} {b_ms:.1f} ms over all rounds "
+                     f"(allowance +{margin:.0%}, [gates] spec_ttft_margin): {judged.sentence}")
+        verdicts.append(judged)
+    lines += [verdicts[0].design] + [j.design for j in verdicts[1:] if j.design != verdicts[0].design]
+    lines += list(pair.findings)
+    if any(j.verdict == "fail" for j in verdicts):
+        return Verdict(SPEC_TTFT, Status.FAIL, "speculation inflates the time to first token beyond the allowance:\n"
+                       + "\n".join(lines), rows=rows)
+    if all(j.verdict == "pass" for j in verdicts):
+        return Verdict(SPEC_TTFT, Status.PASS, "\n".join(lines), rows=rows)
+    open_ = " and ".join(f"TTFT {label}" for label, j in zip(("p50", "p99"), verdicts, strict=True)
+                         if j.verdict != "pass")
+    return Verdict(SPEC_TTFT, Status.SKIP, f"{open_} not decided by these rounds:\n" + "\n".join(lines), rows=rows)
 
 
 def unread_difference(tuned: ServerProfile, untuned: ServerProfile) -> str | None:
