@@ -8,6 +8,7 @@ environment            :mod:`.environment`                 :mod:`.envcheck`, :mo
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
 accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
+prefix reuse           :mod:`.prefix_reuse`                :mod:`specwatch.judge.prefixreuse`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
 =====================  ==================================  =========================================
 
@@ -27,6 +28,7 @@ __all__ = [
     "inspect",
     "lossless",
     "lossless_live",
+    "prefix_reuse",
     "verdictlog",
     "verify_graphs",
 ]

@@ -10,6 +10,7 @@ __all__ = [
     "levels",
     "machineterm",
     "paired",
+    "prefixreuse",
     "replay",
     "sequential",
     "spechealth",
