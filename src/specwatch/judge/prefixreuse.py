@@ -122,6 +122,10 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _points(drop: float) -> str:
+    return f"{100 * drop:.1f} points below" if drop >= 0 else f"{-100 * drop:.1f} points above"
+
+
 def _tok_s(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
 
@@ -168,17 +172,21 @@ def judge(plain: ReuseRun, spec: ReuseRun, allowance: Allowance = DEFAULT_ALLOWA
     pools = f"KV pools: {plain.name} {_pool(plain)}, {spec.name} {_pool(spec)}{need}"
     p, s = rep.plain_deep, rep.spec_deep
     if p.hit_rate < allowance.min_plain_hit:
+        if live_tokens and plain.pool_tokens and plain.pool_tokens >= 2 * live_tokens:
+            why = (f"no prefix cache (its KV pool of {plain.pool_tokens:,} tokens holds the {live_tokens:,} the live "
+                   "prefixes need twice over)")
+        else:
+            why = "no prefix cache, or a KV pool too small for the workload even without speculation"
         return Verdict.skip(NAME, f"the plain server {plain.name} itself reuses {_pct(p.hit_rate)} of its turn "
-                                  f"≥ {allowance.deep_from} prompt tokens (below {_pct(allowance.min_plain_hit)}): no "
-                                  f"prefix cache, or a KV pool too small for the workload even without speculation, "
-                                  f"so the workload cannot tell ({pools})", spec.name)
+                                  f"≥ {allowance.deep_from} prompt tokens (below {_pct(allowance.min_plain_hit)}): "
+                                  f"{why}, so the workload cannot tell ({pools})", spec.name)
     hit_drop = p.hit_rate - s.hit_rate
     ttft_ratio = s.ttft_p50_s / p.ttft_p50_s if p.ttft_p50_s > 0 else 1.0
     hit_ok, ttft_ok = hit_drop <= allowance.hit_points, ttft_ratio <= 1 + allowance.ttft_rise
     where = (f"they part at turn {rep.parted_at}" if rep.parted_at is not None
              else f"no turn parts by more than {100 * allowance.hit_points:.0f} points")
     head = (f"turn ≥ {allowance.deep_from} cache hit rate {_pct(s.hit_rate)} on {spec.name} against {_pct(p.hit_rate)} "
-            f"on {plain.name} ({100 * hit_drop:+.1f} points below; allowed {100 * allowance.hit_points:.0f}); "
+            f"on {plain.name} ({_points(hit_drop)}; allowed {100 * allowance.hit_points:.0f} below); "
             f"{where}; TTFT p50 {s.ttft_p50_s:.3g} s against {p.ttft_p50_s:.3g} s ({ttft_ratio - 1:+.0%}; allowed "
             f"+{allowance.ttft_rise:.0%}); input {_tok_s(s.input_tok_s)} against {_tok_s(p.input_tok_s)} tok/s")
     causes = []

@@ -27,7 +27,7 @@ from specwatch.errors import InfraError, UsageError
 from specwatch.judge.prefixreuse import ReuseRun, TurnSample
 from specwatch.load.client import Client, Generation
 
-__all__ = ["MULTI_TURN", "TOKEN_HIGH", "TOKEN_LOW", "MultiTurn", "run_multi_turn"]
+__all__ = ["MULTI_TURN", "TOKEN_HIGH", "TOKEN_LOW", "MultiTurn", "run_multi_turn", "turn_sample"]
 
 #: the prompt ids are drawn from [TOKEN_LOW, TOKEN_HIGH): printable ASCII of a byte-level vocabulary, and ordinary
 #: (non-special) tokens of the BPE vocabularies of Llama-class models
@@ -104,7 +104,9 @@ class MultiTurn:
 MULTI_TURN = MultiTurn()
 
 
-def _sample(wl: MultiTurn, session: int, turn: int, prompt: list[int], gen: Generation) -> TurnSample:
+def turn_sample(wl: MultiTurn, session: int, turn: int, prompt: list[int], gen: Generation) -> TurnSample:
+    """One reply as a :class:`TurnSample`: its prompt and cached tokens (``meta_info``) and TTFT; an error when its
+    ``output_ids`` are not the whole output (the next turn resends them)."""
     if len(gen.output_ids) != gen.completion_tokens:
         raise InfraError(f"{wl.name}: session {session} turn {turn}: the reply's output_ids hold "
                          f"{len(gen.output_ids)} tokens of its {gen.completion_tokens} (incremental streaming?): the "
@@ -138,7 +140,7 @@ async def run_multi_turn(url: str, wl: MultiTurn = MULTI_TURN, name: str = "",
             done = await asyncio.gather(*(one(s, turn) for s in range(wl.sessions)))
             walls[turn] = time.perf_counter() - start
             for session, prompt, gen in done:
-                samples.append(_sample(wl, session, turn, prompt, gen))
+                samples.append(turn_sample(wl, session, turn, prompt, gen))
                 history[session] = prompt + list(gen.output_ids)
             if progress is not None:
                 turn_samples = samples[-wl.sessions:]
