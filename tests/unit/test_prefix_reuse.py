@@ -14,8 +14,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from specwatch.checks.prefix_reuse import probe_of
 from specwatch.errors import InfraError, UsageError
-from specwatch.judge.prefixreuse import Allowance, ReuseRun, TurnSample, deep_stats, judge, turn_stats
+from specwatch.judge.prefixreuse import Allowance, ReuseRun, TurnSample, deep_stats, judge, probe, turn_stats
 from specwatch.load.client import Generation
 from specwatch.load.multiturn import TOKEN_HIGH, TOKEN_LOW, MultiTurn, run_multi_turn, turn_sample
 
@@ -110,6 +111,19 @@ def test_a_server_that_reports_no_cached_tokens_skips() -> None:
                                      for s in plain.samples), plain.turn_wall_s)
     v = judge(plain, blind)
     assert v.skipped and "eagle3 reports no cached prompt tokens" in v.reason
+
+
+def test_the_probe_skips_a_server_that_caches_nothing_of_a_resent_prompt() -> None:
+    wl = probe_of(REPORT)
+    assert (wl.sessions, wl.turns, wl.concurrency, wl.first_tokens) == (1, 2, 1, REPORT.first_tokens)
+    none = _run("plain", wl, {1: 0.0}, {}, {})
+    v = probe(none, "eagle3")
+    assert v is not None and v.skipped and v.profile == "eagle3"
+    assert f"plain cached none of the {wl.prompt_tokens(1):,} tokens of a resent prompt" in v.reason
+    assert probe(_run("plain", wl, {1: 0.9}, {}, {}), "eagle3") is None
+    blind = ReuseRun("plain", tuple(TurnSample(s.session, s.turn, s.prompt_tokens, None, s.ttft_s)
+                                    for s in none.samples))
+    assert "reports no cached prompt tokens" in probe(blind, "eagle3").reason  # type: ignore[union-attr]
 
 
 def test_too_few_turns_skip() -> None:

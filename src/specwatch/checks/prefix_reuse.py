@@ -21,7 +21,7 @@ from specwatch.profiles.profile import ServerProfile
 if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
 
-__all__ = ["NAME", "NEEDS", "ReuseHost", "check"]
+__all__ = ["NAME", "NEEDS", "ReuseHost", "check", "probe_of"]
 
 NAME = prefixreuse.NAME
 #: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`): input ids sent to the native
@@ -46,10 +46,17 @@ class ReuseHost(VerdictLog, Protocol):
     def server_for_profile(self, profile: ServerProfile) -> RunningServer: ...
 
 
+def probe_of(workload: MultiTurn) -> MultiTurn:
+    """The probe run before the workload: its first session's first two turns, alone on the server (a server
+    that caches none of them has no prefix cache, and the whole workload need not run)."""
+    return replace(workload, sessions=1, turns=2, concurrency=1, name="reuse probe")
+
+
 def check(host: ReuseHost, plain: ServerProfile, spec: ServerProfile, workload: MultiTurn,
           allowance: prefixreuse.Allowance = prefixreuse.DEFAULT_ALLOWANCE) -> Verdict:
     """Run ``workload`` on the plain server, then on the speculative one, and judge the speculative server's
-    deep-turn prefix reuse against the plain server's. A pass or fail is kept in the host's log."""
+    deep-turn prefix reuse against the plain server's; first a probe (:func:`probe_of`) on the plain server, which
+    skips at once when it keeps no prefix. A pass or fail is kept in the host's log."""
     for prof in (spec, plain):
         if why := prof.unable(NAME, NEEDS):
             return Verdict.skip(NAME, why, spec.name)
@@ -62,6 +69,10 @@ def check(host: ReuseHost, plain: ServerProfile, spec: ServerProfile, workload: 
                                   "comparison needs the plain and the speculative one", spec.name)
     shape = workload.describe()
     host.progress(shape)
+    plain_url = host.server_for_profile(plain).url
+    probed = run_sync(run_multi_turn(plain_url, probe_of(workload), plain.name, host.progress))
+    if (skip := prefixreuse.probe(probed, spec.name)) is not None:
+        return skip
     runs = {p.name: run_sync(run_multi_turn(host.server_for_profile(p).url, workload, p.name, host.progress))
             for p in (plain, spec)}
     verdict = prefixreuse.judge(runs[plain.name], runs[spec.name], allowance, live_tokens=workload.live_tokens())

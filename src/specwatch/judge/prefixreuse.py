@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from specwatch.judge.verdict import ReportRow, Verdict
 
 __all__ = ["DEFAULT_ALLOWANCE", "NAME", "Allowance", "ReuseReport", "ReuseRun", "TurnSample", "TurnStats", "deep_stats",
-           "judge", "turn_stats"]
+           "judge", "probe", "turn_stats"]
 
 NAME = "prefix reuse"
 #: turns from this one on are "deep": their prompts hold two earlier turns or more
@@ -145,6 +145,22 @@ def _parted_at(plain: Sequence[TurnStats], spec: Sequence[TurnStats], points: fl
 
 def _pool(run: ReuseRun) -> str:
     return f"{run.pool_tokens:,} tokens" if run.pool_tokens else "not said"
+
+
+def probe(run: ReuseRun, spec_name: str) -> Verdict | None:
+    """A skip when a probe run (one session, two turns) shows that the server keeps no prefix: its second turn
+    reports no cached tokens, or none at all; None when it reused some."""
+    second = [s for s in run.samples if s.turn >= 1]
+    if not second:
+        return None
+    if any(s.cached_tokens is None for s in run.samples):
+        return Verdict.skip(NAME, f"{run.name} reports no cached prompt tokens per request (meta_info "
+                                  "cached_tokens): the hit rate cannot be read", spec_name)
+    if all(s.cached_tokens == 0 for s in second):
+        return Verdict.skip(NAME, f"the plain server {run.name} cached none of the {second[0].prompt_tokens:,} tokens "
+                                  "of a resent prompt (one session's second turn, alone on the server): no prefix "
+                                  "cache, so the workload cannot tell", spec_name)
+    return None
 
 
 def judge(plain: ReuseRun, spec: ReuseRun, allowance: Allowance = DEFAULT_ALLOWANCE, *,
