@@ -11,6 +11,7 @@ accept length          :mod:`.accept_length`               :mod:`specwatch.judge
 draft alive            :mod:`.draft_alive`                 :mod:`specwatch.judge.draftalive`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 stops                  :mod:`.stops_live`                  :mod:`.stops`
+prefix reuse           :mod:`.prefix_reuse`                :mod:`specwatch.judge.prefixreuse`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
 =====================  ==================================  =========================================
 
@@ -33,6 +34,7 @@ __all__ = [
     "lossless_live",
     "phase_graphs",
     "phasegraphs",
+    "prefix_reuse",
     "stops",
     "stops_live",
     "verdictlog",

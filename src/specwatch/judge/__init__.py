@@ -11,6 +11,7 @@ __all__ = [
     "levels",
     "machineterm",
     "paired",
+    "prefixreuse",
     "replay",
     "sequential",
     "spechealth",

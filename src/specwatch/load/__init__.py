@@ -7,6 +7,7 @@ __all__ = [
     "gpuclock",
     "greedy",
     "measure",
+    "multiturn",
     "openai_client",
     "promptset",
     "workload",

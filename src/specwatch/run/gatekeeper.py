@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from specwatch.profiles.profile import ServerProfile
     from specwatch.run.session import Session
 
-__all__ = ["accept_length_vs_baseline", "cycle_cost_vs_baseline", "drift", "floor", "probe",
+__all__ = ["accept_length_vs_baseline", "cycle_cost_vs_baseline", "drift", "floor", "prefix_reuse", "probe",
            "speculation_beats_baseline", "speculation_by_level", "speculation_ttft", "tuned_vs_untuned"]
 
 
@@ -284,3 +284,19 @@ def cycle_cost_vs_baseline(session: Session, profile: str, workload: str = specg
 
     return specgates.cycle_cost_vs_baseline(m, _references(session), _policy(session, prof), profile=prof.name,
                                             workload=workload, plain=plain)
+
+
+@recorded
+def prefix_reuse(session: Session) -> Verdict:
+    """:func:`specwatch.checks.prefix_reuse.check` on the spec and baseline servers: the multi-turn workload of
+    ``--specwatch-prefix-workload`` on each, judged with the run's prefix-reuse allowances."""
+    from specwatch.checks import prefix_reuse as reuse
+    from specwatch.judge.prefixreuse import Allowance
+    from specwatch.load.multiturn import MultiTurn
+
+    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
+    if not spec_p or not base_p:
+        return Verdict(reuse.NAME, Status.SKIP, "the profile set has no spec and baseline servers to compare")
+    cfg = session.config
+    allowance = Allowance(hit_points=cfg.prefix_hit_allowance, ttft_rise=cfg.prefix_ttft_allowance)
+    return reuse.check(session, base_p, spec_p, MultiTurn.parse(cfg.prefix_workload or ""), allowance)

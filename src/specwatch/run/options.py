@@ -162,6 +162,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("yardstick", "time the machine yardstick (GEMV, tiny-kernel and round-trip graphs, ~5 s) before the "
            "first server boot and record it with the results and baseline sessions: auto (GPU machines), on (CPU "
            "too), off", _yardstick, "auto"),
+    Option("prefix_hit_allowance", "prefix-reuse gate: how far (a fraction: 0.10 = 10 points, or 10%) the speculative "
+           "server's cache hit rate of turns >= 2 may fall below the plain server's", _fraction, 0.10),
+    Option("prefix_ttft_allowance", "prefix-reuse gate: how far the speculative server's TTFT p50 of turns >= 2 may "
+           "rise above the plain server's (1.0 = up to twice it)", _positive_float, 1.0),
+    Option("prefix_workload", "prefix-reuse gate: the multi-turn workload, as sessions=N,turns=N,concurrency=N,"
+           "first_tokens=N,user_tokens=N,output_tokens=N,seed=N (any subset; default: 32 sessions x 4 turns, 8 in "
+           "flight, 512 + 64 output + 64 user tokens)"),
 )
 
 
@@ -200,6 +207,9 @@ class Config:
     machine_class: str | None = DEFAULTS["machine_class"]
     commit: str | None = DEFAULTS["commit"]
     yardstick: str = DEFAULTS["yardstick"]
+    prefix_hit_allowance: float = DEFAULTS["prefix_hit_allowance"]
+    prefix_ttft_allowance: float = DEFAULTS["prefix_ttft_allowance"]
+    prefix_workload: str | None = DEFAULTS["prefix_workload"]
     rootdir: Path = field(default_factory=Path.cwd)
 
     @overload
