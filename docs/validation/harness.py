@@ -674,6 +674,26 @@ def sglang_8b_stops_x1(p: Plan) -> None:
                                             f"{run}/capture-q0"], 200, "0")]]]
 
 
+def sglang_8b_spec_costs_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, three lanes: the stops check on the plain and
+    EAGLE-3 servers as released, the same on the sources with the fix's ordering (--history stopfix), and the
+    draft-alive checks (the healthy EAGLE-3 server; one whose launcher drops every --speculative-* flag; one whose
+    draft's first guess is never right, made with --draft-quality 0 for the same target). Two or three boots a lane,
+    one plain server first in the stops lanes (the probes come from its output)."""
+    dead = {"SPECWATCH_DEAD_DRAFT": SGL8B_Q0 + "/eagle3"}
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sgl-stopfix", [p.py, "docs/validation/sglang_history.py", "/tmp/sgl/site", "/tmp/sgl-stopfix",
+                                       "--history", "stopfix"], 60)],
+                 [Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
+                                           "--draft-quality", "0", "--if-missing"], 150, "0")]],
+                [[p.pytest("sgl8b-stops", 480, "-m", "correctness", "tests/correctness/test_stops.py",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0")],
+                 [p.pytest("sgl8b-stops-fixed", 480, "-m", "correctness", "tests/correctness/test_stops.py",
+                           f"--specwatch-profiles={SGL8B_STOPFIX}", gpu="0")],
+                 [p.pytest("sgl8b-draft-alive", 480, "-m", "correctness", "tests/correctness/test_draft_alive.py",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0", env=dead)]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -781,6 +801,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-stops-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: "
              "the stops check as released and with the fix's ordering; captures of draft-extend graphs off and of a "
              "dead draft", "(new: issue 42)", sglang_8b_stops_x1),
+    Scenario("sglang-8b-spec-costs-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing "
+             "injected: stops as released and with the fix's ordering; draft alive on a healthy server, one whose "
+             "speculative flags never reach it, and a dead draft", "(new: issue 42)", sglang_8b_spec_costs_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
