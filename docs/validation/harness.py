@@ -694,6 +694,16 @@ def sglang_8b_spec_costs_x1(p: Plan) -> None:
                            f"--specwatch-profiles={SGL8B_PERF}", gpu="0", env=dead)]]]
 
 
+def sglang_8b_perf_costs_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the TTFT gate (EAGLE-3 against plain decoding,
+    rounds of fresh boots) and the prefix-reuse gate (a multi-turn workload on both servers) of 8b-perf.toml."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  p.pytest("sgl8b-perf-costs", 540, "-m", "perf", "tests/perf/test_gates.py",
+                           "tests/perf/test_prefix_reuse.py", "-k", "ttft or prefix", "--specwatch-yardstick=off",
+                           "--specwatch-baseline-dir=/tmp/specwatch-none", f"--specwatch-profiles={SGL8B_PERF}",
+                           gpu="0")]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -804,6 +814,8 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-spec-costs-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing "
              "injected: stops as released and with the fix's ordering; draft alive on a healthy server, one whose "
              "speculative flags never reach it, and a dead draft", "(new: issue 42)", sglang_8b_spec_costs_x1),
+    Scenario("sglang-8b-perf-costs-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the TTFT and "
+             "prefix-reuse gates of EAGLE-3 against plain decoding", "(new: issue 42)", sglang_8b_perf_costs_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
