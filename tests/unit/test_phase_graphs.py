@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "validation" / "data"
 HEALTHY = DATA / "2026-12-04-sglang-8b-perf-x1/sgl8b-perf/servers/20261204-120040-4556/sgl8b-eagle3-1/server.log"
 DERIVED = ROOT / "tests/unit/data/phase-graphs/sgl8b-eagle3-no-draft-extend.derived.log"
+#: real SGLang 0.5.16 at the 8B shape started with SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH=1 (one H100, 2026-12-05)
+SWITCH_OFF = (DATA / "2026-12-05-sglang-8b-stops-x1/sgl8b-phase-graphs/servers/20261205-145610-685"
+              / "sgl8b-eagle3-no-draft-extend-graph-1/server.log")
 GRAPHS_OFF = (DATA / "2026-12-03-sglang-x1/sgl-correctness/servers/20261203-070602-503/sgl-eagle3-eager-verify-1"
               / "server.log")
 REFERENCE_GPU = DATA / "2026-12-03-rerecord-x1/record-small/servers/20261203-101202-456/eagle3-tuned-1/server.log"
@@ -72,8 +75,9 @@ def test_the_healthy_8b_server_captured_every_phase() -> None:
     assert "draft extend: captured (bs=[1, 2, 3, 4, 5, 6, 7, 8])" in verdict.message
 
 
-def test_the_switch_set_fails_naming_it() -> None:
-    rep = _judge(DERIVED, env={"SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH": "1"})
+@pytest.mark.parametrize("log", [SWITCH_OFF, DERIVED], ids=["real", "derived"])
+def test_the_switch_set_fails_naming_it(log: Path) -> None:
+    rep = _judge(log, env={"SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH": "1"}, gpus=H100)
     assert rep.ok is False
     assert [m.phase for m in rep.missing] == ["draft extend"]
     assert rep.missing[0].cause == ("SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH=1 is set in the server's environment: "

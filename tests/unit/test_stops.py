@@ -8,12 +8,15 @@ its cap, and never fail the second.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specwatch.checks import stops
+from specwatch.checks import stops, stops_live
 from specwatch.checks.stops import Probe, Reply
 
 PLAIN = [7, 3, 9, 4, 11, 5, 8, 2, 6, 10, 12, 13, 14]
@@ -125,3 +128,37 @@ def test_only_a_stop_inside_a_step_that_crosses_the_cap_fails(steps: list[int], 
     report = stops.judge(probes, plain, buggy)
     assert {f.probe.position for f in report.findings if f.leaked_ids} == leaking
     assert report.ok is (not leaking)
+
+
+REAL = Path(__file__).resolve().parents[2] / "docs/validation/data/2026-12-05-sglang-8b-spec-costs-x1"
+
+
+def _recorded(run: str) -> stops_live.StopRun:
+    """A real run's probes and both servers' replies (SGLang 0.5.16 at the 8B shape, one H100, 2026-12-05),
+    judged again by today's rule."""
+    return stops_live.from_json(json.loads((REAL / run / "stops-sgl8b-eagle3.json").read_text()))
+
+
+def test_real_sglang_0_5_16_leaks_past_a_stop_only_under_speculation() -> None:
+    run = _recorded("sgl8b-stops")
+    report = run.report
+    assert report.ok is False and report.probes == 56
+    leaks = [f for f in report.findings if f.leaked_ids or f.leaked_text]
+    assert {f.server for f in report.findings} == {"sgl8b-eagle3"}  # the plain server never leaked
+    assert len(leaks) == 14 and all(len(f.leaked_ids) <= 1 for f in leaks)
+    # accept length 2.00: cycles end at even positions, so only odd stops with the cap one past them leak
+    assert {f.probe.position % 2 for f in leaks} == {1}
+    assert {f.probe.max_new_tokens - f.probe.position for f in leaks} == {2}
+    assert report.finish_counts["sgl8b-plain"] == {"stop": 56}
+
+
+def test_real_sglang_with_the_fixs_ordering_passes_every_probe() -> None:
+    report = _recorded("sgl8b-stops-fixed").report
+    assert report.ok is True and report.held == report.probes == 56
+
+
+def test_a_stops_run_of_another_format_version_is_one_error() -> None:
+    data = json.loads((REAL / "sgl8b-stops" / "stops-sgl8b-eagle3.json").read_text())
+    data["version"] = 99
+    with pytest.raises(ValueError, match="version 99"):
+        stops_live.from_json(data)
