@@ -260,3 +260,19 @@ def test_the_speculation_gate_says_the_draft_is_dead_first_and_says_nothing_of_a
     alive = _measurement("spec", info, [], [[70.0, 71.0], [72.0, 70.0], [71.0, 71.0]], _windows(CAPTURE / "server.log"))
     verdict = gatekeeper.speculation_beats_baseline(_session(tmp_path, {"base": base, "spec": alive}))
     assert verdict.failed and "draft alive" not in verdict.message, verdict.message
+
+
+def test_the_real_8b_dead_draft_capture_is_a_dead_draft() -> None:
+    """Real SGLang 0.5.16 at the 8B shape with a --draft-quality 0 draft (one H100, 2026-12-05): its Decode lines
+    and /metrics, captured by ``specwatch capture``, that the checks before the draft-alive one passed."""
+    cap = ROOT / "docs/validation/data/2026-12-05-sglang-8b-stops-x1/capture-q0/capture"
+    info = json.loads((cap / "server_info.json").read_text())
+    delta = promtext.parse_text((cap / "metrics.txt").read_text())
+    ests, problems, _ = accept_length.estimates(num_steps=2, decode_records=_windows(cap / "server.log"),
+                                                metrics_delta=delta, metas=[])
+    assert problems == [] and {e.value for e in ests} == {1.0}, [e.describe() for e in ests]
+    asked = {**EAGLE3, "speculative_draft_model_path": info["speculative_draft_model_path"]}
+    v = draftalive.judge("sgl8b-eagle3", asked, info, [], ests, num_draft_tokens=3)
+    assert v.failed, v.message
+    assert "accept length 1.00 over the workload, every source agreeing" in v.reason
+    assert "/metrics delta 1.0000" in v.reason and "speculation runs (EAGLE3)" in v.reason
