@@ -8,43 +8,14 @@ throughput.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PROFILE = """
-version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-[[server]]
-name = "plain"
-[[server]]
-name = "eagle3"
-model = "ref-tiny-poor"
-speculative = { algorithm = "EAGLE3", num_steps = 2 }
-[fixtures]
-baseline = "plain"
-spec = "eagle3"
-[gates]
-alternate_rounds = 3
-"""
+from perfrun import pair_profile, run_perf
 
 
 def test_the_speculation_gate_says_the_draft_is_dead_first(tmp_path: Path) -> None:
-    profile = tmp_path / "profiles.toml"
-    profile.write_text(PROFILE)
-    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_gates.py") +
-           "::test_speculation_beats_baseline", "-p", "no:cacheprovider", "-q", "-rA", "--rootdir", str(ROOT),
-           f"--specwatch-profiles={profile}", f"--specwatch-baseline-dir={tmp_path / 'baselines'}",
-           f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'history.sqlite'}",
-           "--specwatch-runs=3", "--specwatch-warmup=1"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
-    env["SPECWATCH_YARDSTICK"] = "off"
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    out = run_perf(tmp_path, pair_profile("ref-tiny-poor", "alternate_rounds = 3"),
+                   ["test_gates.py::test_speculation_beats_baseline"], "--specwatch-runs=3", "--specwatch-warmup=1")
     said = [ln for ln in out.stdout.splitlines() if ln.startswith("E ")]
     assert out.returncode == 1, out.stdout[-4000:] + out.stderr[-2000:]
     first = next((ln for ln in said if "AssertionError" in ln), "")

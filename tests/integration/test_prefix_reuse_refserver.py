@@ -10,44 +10,19 @@ counted are the workload's sizes to the token.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from perfrun import pair_profile, run_perf
 
 from specwatch.load.multiturn import MultiTurn
 
-ROOT = Path(__file__).resolve().parents[2]
-PROFILE = """
-version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-[[server]]
-name = "plain"
-[[server]]
-name = "eagle3"
-speculative = { algorithm = "EAGLE3", num_steps = 2 }
-[fixtures]
-baseline = "plain"
-spec = "eagle3"
-"""
 SHAPE = "sessions=4,turns=3,concurrency=2,first_tokens=32,user_tokens=8,output_tokens=8"
 
 
 def test_without_a_prefix_cache_the_gate_skips_saying_why(tmp_path: Path) -> None:
-    profile = tmp_path / "profiles.toml"
-    profile.write_text(PROFILE)
-    cmd = [sys.executable, "-m", "pytest", "-m", "perf", str(ROOT / "tests" / "perf" / "test_prefix_reuse.py"),
-           "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rA", "-s", "--rootdir", str(ROOT),
-           f"--specwatch-profiles={profile}", f"--specwatch-baseline-dir={tmp_path / 'baselines'}",
-           f"--specwatch-report-dir={tmp_path / 'reports'}", f"--specwatch-history={tmp_path / 'history.sqlite'}",
-           "--specwatch-machine-class=ci-cpu", f"--specwatch-prefix-workload={SHAPE}"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
-    env["SPECWATCH_YARDSTICK"] = "off"
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    out = run_perf(tmp_path, pair_profile(), ["test_prefix_reuse.py"], "-p", "no:randomly", "-s",
+                   "--specwatch-machine-class=ci-cpu", f"--specwatch-prefix-workload={SHAPE}", timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-4000:]
     assert "1 skipped" in text, text[-4000:]
