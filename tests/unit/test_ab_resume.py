@@ -83,6 +83,26 @@ def test_resume_keeps_whole_rounds_only(tmp_path: Path, monkeypatch: pytest.Monk
     assert done.verdict == rounds.REGRESSION and done.rounds == 2
 
 
+def test_a_truncated_results_file_is_measured_again_not_an_error(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 1 whole before the stop, then its head results file cut short (a disk filled, a kill during the
+    write): the round is no longer whole, so resume measures it again instead of failing on the file."""
+    calls: list[str] = []
+    monkeypatch.setattr(rounds, "measure", _measure(calls, stop_at=3))
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path)
+    (memo_dir,) = (tmp_path / "memo").iterdir()
+    assert [n for _, n in stopped_runs(Memo(memo_dir))] == [1]
+    head1 = Memo(memo_dir).results_path(next(i for i in calls if i.startswith("head") and i.endswith("-r1")))
+    head1.write_text(head1.read_text()[:40])
+    assert stopped_runs(Memo(memo_dir)) == []
+    resumed: list[str] = []
+    monkeypatch.setattr(rounds, "measure", _measure(resumed))
+    done, said = _run(tmp_path, resume=True)
+    assert "no stopped run" in said and "starting afresh" in said
+    assert len(resumed) == 4 and done.verdict == rounds.REGRESSION
+
+
 def test_resume_with_nothing_stopped_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     monkeypatch.setattr(rounds, "measure", _measure(calls))

@@ -92,15 +92,15 @@ class Memo:
 
 def stopped_runs(memo: Memo, sides: tuple[str, str] = ("base", "head")) -> list[tuple[str, int]]:
     """The A/B runs this memo holds, newest first, as (session, whole rounds): a round is whole when both
-    ``sides`` were measured in it with results (idents ``<side>-<revision>-<session>-r<n>``, as ab names them).
+    ``sides`` were measured in it with results files that read (idents ``<side>-<revision>-<session>-r<n>``, as ab
+    names them; a truncated results file makes its round one to measure again).
     A run stopped by Ctrl-C, ``kill`` or a call's time limit keeps its whole rounds here for ``ab --resume``; a run
     that ended with a verdict is marked (:meth:`Memo.finish`) and left out."""
     seen: dict[str, set[tuple[str, int]]] = {}
     newest: dict[str, float] = {}
     for m in memo.entries():
         found = _IDENT.match(m.ident)
-        if found is None or found["side"] not in sides or m.verdict == SKIP or not m.results \
-                or not Path(m.results).is_file():
+        if found is None or found["side"] not in sides or not _measured(m):
             continue
         seen.setdefault(found["session"], set()).add((found["side"], int(found["round"])))
         newest[found["session"]] = max(newest.get(found["session"], 0.0), memo.entry_path(m.ident).stat().st_mtime)
