@@ -24,7 +24,7 @@ Sessions = Sequence[Sequence[float]]
 Scores = Sequence[float | None]
 #: a detector: (the held-out session's samples, the reference sessions in recorded order) -> flagged as slower
 Detector = Callable[[Sequence[float], Sessions], bool]
-#: the scalings of a held-out session in the leave-one-machine-out replay (issue 23: 2, 4, 6 and 8% slower)
+#: the scalings of a held-out session in the leave-one-machine-out replay (2, 4, 6 and 8% slower)
 SCALES = (0.98, 0.96, 0.94, 0.92)
 #: the grid of the smallest slowdown flagged: 0.1 %
 STEP = 0.001

@@ -79,10 +79,9 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
 def shared_note(extra: Mapping[str, Any]) -> str:
     """``; recorded while ... shared the host`` when a reference was measured beside other inference servers or GPU
     processes (its ``shared_with``, as the measurement recorded them): said in every verdict against it, since
-    their load is in its numbers. On one H200 a plain SGLang decode step recorded beside another lane read 2.11 ms
-    and 1.37 ms alone; the cycle-cost gate read that as the break-even rising 42 %
-    (docs/validation/data/2026-12-03-sglang-perf-x1). Other xdist workers alone are not named: a CPU baseline
-    recorded under xdist is judged by runs under xdist."""
+    their load is in its numbers (a decode step recorded beside another server on the same GPU can read half again
+    as long as alone, which a cycle-cost gate reads as a rising break-even). Other xdist workers alone are not named:
+    a CPU baseline recorded under xdist is judged by runs under xdist."""
     others = [str(n) for n in extra.get("shared_with") or ()]
     if not extra.get("shared_host") or not others:
         return ""

@@ -5,9 +5,9 @@ measured on the same machine class sets a floor, so that a healthy server's boot
 regression: the largest spread among the class's baselines of the same served identity (engine, model, tensor
 parallelism, speculative settings and workload size, recorded in each result's ``extra.served``) with enough
 sessions, else the boot-to-boot spread of its round history (:func:`specwatch.store.roundspread.boot_floor`).
-A prior belongs to the workload it was measured on: real SGLang 0.5.16 on one H200 boots a tiny 8-layer model
-with a 25.9 % spread and the same construction at Llama-3.1-8B's sizes within 0.7 %; the tiny model's floor,
-borrowed by the 8B shape, passed a -9.3 % slowdown (p = 3.7e-05) as "noisy" (issue 36).
+A prior belongs to the workload it was measured on: a small launch-bound model's boots spread far wider than a
+GPU-bound large model's, so a floor borrowed from another model would call a real slowdown of the large one
+"noisy".
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ A prior belongs to the workload it was measured on (:meth:`RoundSpread.prior_for
 of the same key, and on those of other keys that served the same thing (twins whose profiles differ only in
 name or environment), never on another model's, another speculative setting's or another workload's. Where
 none exists the A/B rule's conservative default applies (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`),
-which the run's own rounds can overrule (:func:`specwatch.judge.sequential.look`). Why: real SGLang 0.5.16 on
-one H200 boots a tiny 8-layer model with a 25.9 % spread and the same construction at Llama-3.1-8B's sizes
-within 0.7 %; borrowed "of sglang on h200x1, any key", the tiny model's spread hid a -9 % slowdown at the 8B
-shape whose own rounds agreed within 0.1 % (issue 36).
+which the run's own rounds can overrule (:func:`specwatch.judge.sequential.look`). Why: how far a server's boots
+wander depends on its size (a tiny launch-bound model's boots can spread tens of percent where a GPU-bound 8B model's
+agree within 1 %), so a spread borrowed from another model hides or invents changes (the validation page's
+boot-spread claim has the numbers).
 """
 
 from __future__ import annotations
@@ -217,9 +217,9 @@ def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, worklo
                engine: str = "", served: str = "") -> tuple[float, str] | None:
     """The class's boot-to-boot spread of ``engine``, from the round spread of earlier A/B runs
     (:meth:`RoundSpread.boot_floor`), of ``metric`` or its :data:`BOOT_PROXY`
-    (None: no runs of either). On one H200 two identical real-SGLang 0.5.16 EAGLE-3 servers booted one after the
-    other read 407 and 706 decode tok/s; judged at the requested 5 %, a healthy boot read -39.6 % against a
-    one-session baseline (docs/validation/data/2026-12-03-sglang-perf-x1-2)."""
+    (None: no runs of either). Two identical servers booted one after the other can read far apart (a boot is a
+    sample of its own); without this floor a healthy boot judged against a one-session baseline can read as a
+    regression."""
     try:
         spread = RoundSpread.for_class(baseline_dir, machine_class)
     except UsageError:
