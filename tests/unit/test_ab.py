@@ -286,6 +286,13 @@ def _append_one(root: str, tag: str) -> None:
     RoundSpread.append(root, "h200x1", [("decode_tok_s", [1.0, 1.01], tag)])
 
 
+def _waits_for_a_flock(pid: int | None) -> bool:
+    """``pid`` is blocked waiting for a flock (a ``->`` line of /proc/locks names it)."""
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in ln and "FLOCK" in ln and str(pid) in ln.split() for ln in lines)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").is_file(), reason="needs Linux's /proc/locks to see a waiting flock")
 def test_recording_waits_for_another_recorder(tmp_path: Path) -> None:
     """One A/B per GPU of a host, both with --record-rounds: each reads, adds and writes under an
     exclusive lock, so neither overwrites the other's run. While another recorder holds the lock,
@@ -303,8 +310,12 @@ def test_recording_waits_for_another_recorder(tmp_path: Path) -> None:
         fcntl.flock(held, fcntl.LOCK_EX)
         child = ctx.Process(target=_append_one, args=(str(tmp_path), "second"))
         child.start()
-        time.sleep(3.0)  # far longer than an append takes
-        assert child.is_alive(), "the append did not wait for the lock"
+        # the kernel lists a process blocked on a flock as a waiter ("->") in /proc/locks: wait until the child
+        # is one (it may take seconds to start under load), rather than sleeping and hoping it got there
+        deadline = time.monotonic() + 120
+        while not _waits_for_a_flock(child.pid) and child.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _waits_for_a_flock(child.pid), "the append did not wait for the lock"
         assert [r.label for r in RoundSpread.for_class(tmp_path, "h200x1").runs] == ["first"]
     child.join(30)
     assert child.exitcode == 0
