@@ -86,11 +86,19 @@ def test_drop_env_fault_removes_prefix_from_workers_only(tp1: Server) -> None:
     assert worker_env["REFTEST_KEEP"] == "1"  # everything else is inherited unchanged
 
 
+def _runnable_share(procs: list[psutil.Process], samples: int = 40) -> float:
+    """The share of samples in which any of ``procs`` was runnable (state R). A spinning process is runnable
+    whether or not a loaded host gives it a core; a worker waiting on its queue sleeps (S): unlike a CPU-percent
+    threshold, this does not depend on how busy the machine is."""
+    running = 0
+    for _ in range(samples):
+        running += any(p.status() == psutil.STATUS_RUNNING for p in procs)
+        time.sleep(0.025)
+    return running / samples
+
+
 def test_idle_worker_does_not_spin(tp1: Server) -> None:
-    w = tp1.workers()[0]
-    w.cpu_percent(None)
-    time.sleep(1.0)
-    assert w.cpu_percent(None) < 30.0
+    assert _runnable_share(tp1.workers()[:1]) < 0.5
 
 
 def test_admission_bound_gives_503_and_server_recovers(tp1: Server) -> None:
@@ -138,10 +146,7 @@ def test_tp2_boots_answers_same_greedy_output_and_dies_with_main(tp1: Server, tm
         assert not re.search(r" TP1\] (Decode|Prefill) batch", srv.log())
         # Idle ranks wait on the queue / the control broadcast instead of spinning.
         workers = srv.workers()
-        for w in workers:
-            w.cpu_percent(None)
-        time.sleep(1.0)
-        assert all(w.cpu_percent(None) < 30.0 for w in workers)
+        assert all(_runnable_share([w]) < 0.5 for w in workers)
         # SIGKILL of the main process: the workers (and the rest of the tree) go away by themselves.
         tree = [p.pid for p in psutil.Process(srv.proc.pid).children(recursive=True)]
         assert len(tree) >= 2
