@@ -41,7 +41,7 @@ from specwatch.errors import (
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
 from specwatch.revisions import git
-from specwatch.revisions.memo import Memo, memo_root, stopped_runs
+from specwatch.revisions.memo import Memo, ab_round_ident, memo_root, stopped_runs
 from specwatch.revisions.plan import tolerances
 from specwatch.revisions.rounds import (
     DEFAULT_ALPHA,
@@ -124,7 +124,7 @@ def run_ab(
         print(f"{PREFIX} note: an earlier run in this memo stopped after {stopped[0][1]} whole round(s); "
               f"--resume continues it", file=out, flush=True)
     outcome = alternate(base, head, cfg=cfg, memo=memo, session=session, settings=settings,
-                        ident=lambda side, r: f"{side.name}-{side.ident}-{session}-r{r}", head_first=False,
+                        ident=lambda side, r: ab_round_ident(side.name, side.ident, session, r), head_first=False,
                         lead=PREFIX, out=out, kept_rounds=kept)
     if outcome.failed is None:
         memo.finish(session)

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, InfraError, SpecwatchError, UsageError
 from specwatch.judge import sequential
 from specwatch.report.table import fmt_num
-from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun, whole_rounds
+from specwatch.revisions.memo import BAD, GOOD, SKIP, Memo, RevisionRun, step_round_ident, whole_rounds
 from specwatch.revisions.rounds import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_ROUNDS,
@@ -122,12 +122,12 @@ def ab_step(
     """
     start = time.monotonic()
     lead = f"{PREFIX}   {short(ident)}"
-    kept = whole_rounds(memo, lambda r: [f"{ident}-{good.name}-r{r}", f"{ident}-{step.name}-r{r}"])
+    kept = whole_rounds(memo, lambda r: [step_round_ident(ident, good.name, r), step_round_ident(ident, step.name, r)])
     if kept:
         print(f"{lead} round(s) 1-{kept} kept from the memo {memo.root} (an earlier run of this step, stopped before "
               f"its verdict or judged under other settings)", file=out, flush=True)
     done = alternate(good, step, cfg=cfg, memo=memo, session=session, settings=settings,
-                     ident=lambda side, r: f"{ident}-{side.name}-r{r}", head_first=True, lead=lead, out=out,
+                     ident=lambda side, r: step_round_ident(ident, side.name, r), head_first=True, lead=lead, out=out,
                      kept_rounds=kept)
     last_step = done.last.get(step.name)
     detail: dict[str, Any] = {"kind": "step", "good": good.label, "settings": settings.to_json(),

@@ -138,6 +138,17 @@ def _measured(m: RevisionRun | None) -> bool:
 _IDENT = re.compile(r"^(?P<side>[a-z]+)-.+-(?P<session>[0-9a-f]{12})-r(?P<round>\d+)$")
 
 
+def ab_round_ident(side: str, revision: str, session: str, n: int) -> str:
+    """The memo ident of an A/B run's round ``n`` of ``side`` (``<side>-<revision>-<session>-r<n>``); the one
+    place it is built (:data:`_IDENT` parses it)."""
+    return f"{side}-{revision}-{session}-r{n}"
+
+
+def step_round_ident(step: str, side: str, n: int) -> str:
+    """The memo ident of a bisection step's round ``n`` of ``side`` (``<step>-<side>-r<n>``)."""
+    return f"{step}-{side}-r{n}"
+
+
 def memo_root(path: str | Path | None, default: Path) -> Path:
     """The memo folder: ``--memo`` made absolute, else ``default``; UsageError when it is a file."""
     root = Path(path).resolve() if path else default
