@@ -21,6 +21,7 @@ import pytest
 from correctness.faultkit import fault_profile
 from specwatch.checks import draft_alive
 from specwatch.judge import draftalive, speculative
+from specwatch.run.fixtures import profile_or_skip
 from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
 
@@ -58,7 +59,7 @@ def test_the_draft_is_alive(specwatch_session: Session, spec_server: RunningServ
 
 def test_speculative_settings_that_never_reach_the_server_fail_naming_them(specwatch_session: Session,
                                                                            tmp_path_factory, boot_and_measure) -> None:
-    spec = specwatch_session.profile_for("spec")
+    spec = profile_or_skip(specwatch_session, "spec", "a draft-alive fault test")
     launcher = {} if spec.engine == "reference" else {"launcher": "python -m sglang.launch_server"}
     wrapper = tmp_path_factory.mktemp("spec-dropped") / "python"
     wrapper.write_text(DROPPER.format(python=spec.python if os.path.isabs(spec.python) else sys.executable))
@@ -99,7 +100,7 @@ def test_a_draft_that_accepts_nothing_fails_naming_the_cause(specwatch_session: 
     """On the reference server, the ``-poor`` preset of the spec server's model: its early-exit draft, scaled
     far from its target, accepts none of this workload's drafts on CPU (0 of 282 on ref-tiny). On real SGLang,
     the draft ``SPECWATCH_DEAD_DRAFT`` names."""
-    spec = specwatch_session.profile_for("spec")
+    spec = profile_or_skip(specwatch_session, "spec", "a draft-alive fault test")
     if spec.engine == "reference":
         prof = fault_profile(specwatch_session, "spec", "poor-draft", model=f"{spec.model}-poor")
     else:

@@ -60,10 +60,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (proj / "tests").mkdir(parents=True)
     elsewhere.mkdir()
     (proj / "pyproject.toml").write_text(PYPROJECT)
-    # the drift tests of test_throughput.py (the relative gates and the sweep need two servers, the
-    # speculation-health gates a speculative one)
+    # the drift tests of test_throughput.py (the relative gates, the sweep and the prefix-reuse gate need two
+    # servers, the speculation-health gates a speculative one)
     shutil.copytree(ROOT / "tests" / "perf", proj / "tests" / "perf",
-                    ignore=shutil.ignore_patterns("test_gates.py", "test_sweep.py", "test_speculation_health.py"))
+                    ignore=shutil.ignore_patterns("test_gates.py", "test_sweep.py", "test_speculation_health.py",
+                                                  "test_prefix_reuse.py"))
     (elsewhere / "p.toml").write_text(PROFILE)
     return proj, elsewhere / "p.toml"
 
