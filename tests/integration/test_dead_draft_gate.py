@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from perfrun import pair_profile, run_perf
+
+#: the gate's message is guarded in the default run by tests/unit/test_draft_alive.py; this repeats it end to end
+pytestmark = pytest.mark.nightly
 
 
 def test_the_speculation_gate_says_the_draft_is_dead_first(tmp_path: Path) -> None:
