@@ -16,7 +16,7 @@ Measured by these tests (1,000 histories x 200 trials each; the tests assert rel
 * replayed rounds (h200x1's recorded rounds of ref-large EAGLE-3 tuned, ``baselines/h200x1/round-spread.json``,
   17 runs, kurtosis about 9), 2 / 3 rounds: at alpha 0.01 capped 2.26 % / 1.42 %, full 2.71 % / 1.78 %; at alpha
   0.05 capped 5.02 % / 4.67 %, full 5.36 % / 5.18 %. The cap lowers every rate, but on rounds this heavy-tailed a
-  t bound from 2-3 rounds stays above an alpha of 0.01 at any weight (2 rounds: 1.4 % even at a weight of 5): ``ab``
+  t bound from 2-3 rounds stays above an alpha of 0.01 even capped: ``ab``
   is kept within alpha by its tolerance (a regression must also be worse than it), which the speculation gate's
   bound at its margin does not have.
 """
