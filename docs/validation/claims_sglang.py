@@ -195,7 +195,7 @@ def sglang_real_ab() -> Finding:
     """The verdicts the device printed, and the same rounds judged again by today's rule (each run left out of the
     round history it is judged with, the first look's rounds tested against the prior as ab tests them): the A/A's
     false regression came from the reference server's round spread."""
-    from specwatch.judge import sequential
+    from specwatch.judge import roundprior
     from specwatch.revisions import rounds as ab_rounds
     from specwatch.revisions.plan import plan_key
     from specwatch.store.roundspread import RoundSpread
@@ -213,7 +213,7 @@ def sglang_real_ab() -> Finding:
         design = ab_rounds.RoundSettings.make(2, max_rounds, None).design
         plan = plan_key(TINY_KEY, others, design, None, "sglang", rounds=ratios[:design.first])
         _, now, _, _ = ab_rounds.judge_key(ratios, True, plan, design)
-        _, fit = sequential.prior_fits(ratios[:design.first], plan.prior)
+        fit = plan.decision.p
         measured = 1 - math.prod(ratios) ** (1 / len(ratios))
         if "slowed" in what:  # cleared only at a tolerance, and a power, beyond the slowdown it measured
             ok &= now != ab_rounds.NO_REGRESSION or (plan.tolerance > measured and (plan.detectable or 0) > measured)
@@ -236,7 +236,7 @@ def sglang_real_ab() -> Finding:
                "own key's, or a twin's that served the same model with the same speculative settings and workload "
                "(store/roundspread.py `RoundRun.belongs_to`; tests/unit/test_round_spread_engine.py), and the first "
                "look's rounds set that prior aside when they do not fit it (an F test at p < "
-               f"{sequential.PRIOR_FIT_P:g}, judge/sequential.py `prior_fits`). This key's history holds the tiny "
+               f"{roundprior.PRIOR_FIT_P:g}, judge/roundprior.py `decide`). This key's history holds the tiny "
                "model's ab rounds, its 0.5.16/0.5.17 rounds and the twin boots of its perf runs: "
                f"{tiny.spread:.1%} per round over {tiny.df} df. That is this tiny model's boot-to-boot luck, not real "
                f"SGLang's: the same construction at Llama-3.1-8B's sizes boots within {big:.2%} (CV) "
@@ -339,7 +339,7 @@ AB_8B = [(f"{AB8B}/sgl8b-ab-slow3.txt", "EAGLE-3 slowed ~3% (120k GPU cycles a r
 def sglang_8b_ab() -> Finding:
     """Each key of each log judged again by today's rule: its prior from the validation store's round history of the
     same key (each log left out of the history it is judged with), the first look's rounds tested against it
-    (``sequential.prior_fits``), then the looks as ab runs them (``rounds.judge_key``)."""
+    (``roundprior.decide``, in ``plan_key``), then the looks as ab runs them (``rounds.judge_key``)."""
     from specwatch.judge.sequential import DEFAULT_PRIOR
     from specwatch.revisions import rounds as ab_rounds
     from specwatch.revisions.plan import MIN_TOLERANCE, plan_key

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specwatch.judge import paired
+from specwatch.judge import paired, roundprior
 from specwatch.revisions import rounds
 from specwatch.revisions.plan import KeyPlan
 
@@ -170,8 +170,8 @@ def test_rounds_noisier_than_the_record_are_said_to_be() -> None:
     assert "wander more than the record" not in calm.message
     assert "these rounds wander more than the record (6.7% against 0.4%" in noisy.message, noisy.message
     assert "the run is noisier than its record" in noisy.message
-    assert paired.noisier_than_prior([1.0], paired.RoundPrior(0.01, 5)) == 1.0
-    assert paired.noisier_than_prior([0.995, 1.005], paired.RoundPrior(0.01, 5)) > 0.3  # calmer than the record
+    assert roundprior.noisier_p([1.0], paired.RoundPrior(0.01, 5)) == 1.0
+    assert roundprior.noisier_p([0.995, 1.005], paired.RoundPrior(0.01, 5)) > 0.3  # calmer than the record
 
 
 def test_round_prior_rejects_nonsense() -> None:

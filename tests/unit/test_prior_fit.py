@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specwatch.judge import compare, paired, sequential
+from specwatch.judge import compare, paired, roundprior, sequential
 from specwatch.judge.compare import DriftVerdict
 from specwatch.revisions import rounds
 from specwatch.revisions.plan import MIN_TOLERANCE, plan_key
@@ -127,13 +127,7 @@ def test_setting_a_prior_aside_keeps_the_false_alarm_rate(prior: paired.RoundPri
     rng = np.random.default_rng(7)
     for scale in (1.0, 0.3, 0.1, 0.03, 0.01):
         x = rng.normal(0.0, prior.spread * scale, size=(20_000, 2))
-        sd = x.std(axis=1, ddof=1)
-        weight = min(prior.df, sequential.MAX_PRIOR_DF)
-        from scipy import stats
-
-        f = sd**2 / prior.spread**2
-        p = 2 * np.minimum(stats.f.cdf(f, 1, weight), stats.f.sf(f, 1, weight))
-        aside = p < sequential.PRIOR_FIT_P
+        aside = ~roundprior.fits(x, prior)  # the prior rule's F test, row by row
         planned = sequential.nice_tolerance(sequential.resolvable_tolerance(prior, DESIGN) or 0.5)
         alarms = 0
         if (~aside).any():
@@ -142,7 +136,7 @@ def test_setting_a_prior_aside_keeps_the_false_alarm_rate(prior: paired.RoundPri
             alarms += int((sequential.look(x[aside], None, MIN_TOLERANCE, DESIGN).code
                            == sequential.REGRESSION).sum())
         rate = alarms / x.shape[0]
-        assert rate <= DESIGN.alpha + sequential.PRIOR_FIT_P / 2, (prior, scale, rate)
+        assert rate <= DESIGN.alpha + roundprior.PRIOR_FIT_P / 2, (prior, scale, rate)
         assert math.isfinite(rate)
 
 

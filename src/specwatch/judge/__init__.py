@@ -13,6 +13,7 @@ __all__ = [
     "paired",
     "prefixreuse",
     "replay",
+    "roundprior",
     "sequential",
     "spechealth",
     "speculative",

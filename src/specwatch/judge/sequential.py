@@ -22,13 +22,12 @@ raises the error rate of the other. "Slower" reads the same upper bound as "regr
 the tolerance, so a healthy head (no change) is called a regression *or* slower at most ``alpha``
 over all looks: the regression boundary, crossed at some look, is what both need.
 
-The round-to-round variance is pooled with a prior (:class:`~specwatch.judge.paired.RoundPrior`,
-a moderated t): the round spread of earlier A/B runs of the same served model and workload (worth at
-most :data:`MAX_PRIOR_DF` rounds), or :data:`DEFAULT_PRIOR` where none is recorded. The data outrank
-the prior: a prior is pooled only while the run's own rounds fit it (:func:`prior_fits`, an F test at
-:data:`PRIOR_FIT_P`); where they do not, the run is judged on its own rounds alone (Student's t with
-their own degrees of freedom), which is an exact test whatever the spread. Why: rounds of real SGLang
-at the 8B shape that agreed within 0.1 % pooled with a tiny model's 25.9 % passed a -9 % slowdown. :func:`look` is
+The round-to-round variance is pooled with a prior (:class:`~specwatch.judge.roundprior.RoundPrior`,
+a moderated t): the round spread of earlier A/B runs of the same served model and workload, or
+:data:`DEFAULT_PRIOR` where none is recorded. Whether a prior is pooled, and at what weight, is the prior
+rule's (:func:`specwatch.judge.roundprior.decide`: set aside where the run's own rounds do not fit it, worth
+at most :data:`~specwatch.judge.roundprior.MAX_PRIOR_DF` rounds); :func:`look` takes the prior it decided
+to pool, or None to judge the rounds alone (Student's t with their own degrees of freedom). :func:`look` is
 the one rule; :func:`run_paths` applies it look after look to many rows at once (the simulations
 of ``specwatch ab-power``, :func:`detectable`, :func:`resolvable_tolerance`), so a simulated
 verdict is the verdict ``ab`` would give.
@@ -45,7 +44,8 @@ import numpy as np
 from scipy import optimize as _opt
 from scipy import stats as _sps
 
-from specwatch.judge.paired import RoundPrior, prior_fit
+from specwatch.judge import roundprior
+from specwatch.judge.roundprior import RoundPrior
 
 #: the spending functions: Lan-DeMets Pocock-type (spends evenly: large changes stop at the first
 #: looks) and O'Brien-Fleming-type (spends little early: the last look keeps nearly all of alpha)
@@ -57,16 +57,8 @@ DEFAULT_MISS = 0.05
 #: 2-core CPU's A/A rounds read 5-17 %, GPU ones 0.5-3 %), worth 3 rounds of evidence, so that
 #: a run's own rounds soon outweigh it (see docs/reference/ab-and-bisect.md)
 DEFAULT_PRIOR = RoundPrior(0.15, 3)
-#: a prior is set aside when the run's rounds fit it worse than this (two-sided F test, :func:`prior_fits`):
-#: the false alarms this adds are bounded by the chance of setting a right prior aside (this level) times the
-#: chance that a healthy head then crosses the tolerance, replayed on every recorded A/A (tests/unit/test_prior_fit.py)
-PRIOR_FIT_P = 0.01
 #: most looks one design may have (a boundary per look is integrated numerically)
 MAX_LOOKS = 64
-#: a recorded round spread counts as at most this many rounds of evidence: recorded rounds are
-#: heavier-tailed than normal (kurtosis 7-9 on h200x1), and at 39 df the replayed false-alarm
-#: rate of h200x1's own rounds was 1.7 % against an alpha of 1 %; at 20 it is within alpha
-MAX_PRIOR_DF = 20
 #: codes of one look's outcome; SLOWER only at the last look
 UNDECIDED, NO_REGRESSION, REGRESSION, SLOWER = -1, 0, 1, 2
 #: the share of simulated verdicts that "19 times in 20" asks for
@@ -190,12 +182,8 @@ def look(x: np.ndarray, prior: RoundPrior | None, tolerance: float, design: Desi
         raise ValueError("a look after one round needs a prior round spread")
     mean = x.mean(axis=1)
     sd = x.std(axis=1, ddof=1) if n >= 2 else np.zeros(x.shape[0])
-    if prior is not None:
-        weight = min(prior.df, MAX_PRIOR_DF)
-        df = weight + n - 1
-        pooled = np.sqrt((weight * prior.spread**2 + (n - 1) * sd**2) / df)
-    else:
-        df, pooled = n - 1, sd
+    spread, df = roundprior.pool(prior, sd, n)
+    pooled = np.asarray(spread, dtype=float)
     se = pooled / math.sqrt(n)
     a_k, m_k = design.nominal(n)
     high = mean + float(_sps.t.isf(a_k, df)) * se
@@ -209,12 +197,6 @@ def look(x: np.ndarray, prior: RoundPrior | None, tolerance: float, design: Desi
     if n == design.last:
         code[(code == UNDECIDED) & (high < 0)] = SLOWER
     return Look(n, code, mean, low, high, p, sd, pooled, int(df))
-
-
-def prior_fits(ratios: Sequence[float], prior: RoundPrior) -> tuple[bool, float]:
-    """(whether the rounds fit the prior, the F test's two-sided p): the prior weighted as :func:`look` pools it."""
-    p = prior_fit(ratios, prior, min(prior.df, MAX_PRIOR_DF))
-    return p >= PRIOR_FIT_P, p
 
 
 def run_paths(x: np.ndarray, prior: RoundPrior | None, tolerance: float, design: Design) -> tuple[np.ndarray,
@@ -301,6 +283,6 @@ def nice_tolerance(value: float) -> float:
     return round(math.ceil(pct / step - 1e-9) * step / 100, 6)
 
 
-__all__ = ["DEFAULT_MISS", "DEFAULT_PRIOR", "MAX_LOOKS", "MAX_PRIOR_DF", "NO_REGRESSION", "OBRIEN_FLEMING",
-           "POCOCK", "POWER", "PRIOR_FIT_P", "REGRESSION", "SLOWER", "SPENDING", "UNDECIDED", "Design", "Look",
-           "detectable", "draws", "look", "nice_tolerance", "prior_fits", "resolvable_tolerance", "run_paths", "spent"]
+__all__ = ["DEFAULT_MISS", "DEFAULT_PRIOR", "MAX_LOOKS", "NO_REGRESSION", "OBRIEN_FLEMING", "POCOCK", "POWER",
+           "REGRESSION", "SLOWER", "SPENDING", "UNDECIDED", "Design", "Look", "detectable", "draws", "look",
+           "nice_tolerance", "resolvable_tolerance", "run_paths", "spent"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
-from specwatch.judge import compare, paired, sequential
+from specwatch.judge import compare, paired, roundprior
 
 __all__ = ["FIRST_ROUND_BOOT_FACTOR", "FIRST_ROUND_MIN_BOOT", "MAX_ADVISED_ROUNDS", "NOT_JUDGED", "UNSURE",
            "RoundsVerdict", "beats", "first_round_spread", "round_ratios", "rounds_to_decide", "tuning_effect",
@@ -137,19 +137,16 @@ def _summary(ratios: Sequence[float], alpha: float, prior: paired.RoundPrior | N
     if len(ratios) < 2 and prior is None:
         return None, (f"{head}; one round and no round spread recorded for this machine class: the runs of one "
                       "boot share its luck, so they cannot tell a change from boot-to-boot drift")
-    set_aside = ""
-    if prior is not None and len(ratios) >= 2:  # the data outrank the prior (sequential.prior_fits, ab's rule)
-        fits, p = sequential.prior_fits(ratios, prior)
-        if not fits:
-            set_aside = (f"; the round spread {prior.spread:.1%} of {source} is set aside: these rounds do not fit "
-                         f"it (F test p={p:.2g} < {sequential.PRIOR_FIT_P:g})")
-            prior = None
-    summary = paired.paired_rounds([r / scale for r in ratios], confidence=1 - 2 * alpha, prior=prior)
-    if prior is None:
-        spread = f"round-to-round spread {summary.spread:.1%} of these rounds alone ({summary.df} df){set_aside}"
+    use = roundprior.decide(prior, ratios) if prior is not None else None  # the data outrank the prior
+    summary = paired.paired_rounds([r / scale for r in ratios], confidence=1 - 2 * alpha,
+                                   prior=use.pooled if use is not None else None)
+    if use is None or use.set_aside:
+        aside = (f"; the round spread {use.prior.spread:.1%} of {source} is set aside: {use.set_aside}"
+                 if use is not None else "")
+        spread = f"round-to-round spread {summary.spread:.1%} of these rounds alone ({summary.df} df){aside}"
     else:
-        spread = (f"round-to-round spread {summary.spread:.1%} pooled with {prior.spread:.1%} over {prior.df} df of "
-                  f"{source}: {summary.pooled_spread:.1%} over {summary.df} df")
+        spread = (f"round-to-round spread {summary.spread:.1%} pooled with {use.prior.spread:.1%} over {use.worth} "
+                  f"of {source}: {summary.pooled_spread:.1%} over {summary.df} df")
     return summary, f"{head}; {spread}"
 
 

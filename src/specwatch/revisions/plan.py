@@ -3,8 +3,8 @@
 A key's round spread comes from the machine class's round history (:meth:`RoundSpread.prior_for`: the
 earlier runs of the key and of its twins, which served the same model with the same settings and workload),
 or the rule's documented conservative default (:data:`specwatch.judge.sequential.DEFAULT_PRIOR`) where none is
-recorded. The data outrank the prior: when the first look's rounds do not fit it
-(:func:`specwatch.judge.sequential.prior_fits`), it is set aside and the key is judged on its own rounds
+recorded. The data outrank the prior: when the first look's rounds do not fit it (the prior rule,
+:func:`specwatch.judge.roundprior.decide`), it is set aside and the key is judged on its own rounds
 alone; a prior far wider than the rounds is then no reason for a wide tolerance either. Its tolerance is
 the one the user gave, or else the smallest that the design resolves at the spread it is judged at
 (:func:`specwatch.judge.sequential.resolvable_tolerance`: a healthy head ends "no regression" 19 times
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from specwatch.judge import sequential
-from specwatch.judge.paired import RoundPrior, round_prior
+from specwatch.judge import roundprior, sequential
+from specwatch.judge.roundprior import PriorUse, RoundPrior
 from specwatch.store.roundspread import RoundSpread
 
 #: the tolerance used where not even a 90 % tolerance is resolvable (a design of too few rounds)
@@ -41,23 +41,37 @@ class KeyPlan:
     resolvable: float | None  # the smallest tolerance a healthy head settles 19 times in 20 (None: none)
     detectable: float | None  # the smallest slowdown caught 19 times in 20 by the last look (None: none)
     recorded: bool  # the spread comes from recorded rounds, not the default
-    set_aside: str = ""  # why the prior is not pooled: the first look's rounds do not fit it ("": pooled)
+    use: PriorUse | None = None  # the prior rule's decision on the first look's rounds (None: decided on none)
+
+    def __post_init__(self) -> None:
+        if self.use is None:
+            object.__setattr__(self, "use", roundprior.decide(self.prior))
+
+    @property
+    def decision(self) -> PriorUse:
+        """The prior rule's decision: pooled at what weight, or set aside and why."""
+        assert self.use is not None
+        return self.use
+
+    @property
+    def set_aside(self) -> str:
+        """Why the prior is not pooled: the first look's rounds do not fit it ("": pooled)."""
+        return self.decision.set_aside
 
     @property
     def pooled_prior(self) -> RoundPrior | None:
         """The prior the looks pool (None: set aside, the key judged on its own rounds alone)."""
-        return None if self.set_aside else self.prior
+        return self.decision.pooled
 
     def line(self, key: str, design: sequential.Design, chosen: bool) -> str:
         """The plan's progress line: spread, tolerance, and the 'caught 19 times in 20' sentence."""
         if self.recorded:
-            worth = f" (counted as {sequential.MAX_PRIOR_DF})" if self.prior.df > sequential.MAX_PRIOR_DF else ""
-            spread = f"round spread {self.prior.spread:.2%} over {self.prior.df} df{worth} from {self.source}"
+            spread = f"round spread {self.prior.spread:.2%} over {self.decision.worth} from {self.source}"
         else:
             spread = (f"no round history for it, so the conservative default round spread "
                       f"{self.prior.spread:.0%} worth {self.prior.df} rounds (record some with --record-rounds)")
         if self.set_aside:
-            spread += f", set aside: {self.set_aside}"
+            spread += f", set aside: {self.set_aside}: judged on its own rounds alone"
         rounds = f"{design.first}-{design.last} rounds" if design.first < design.last else f"{design.last} rounds"
         if chosen:
             tol = f"tolerance {self.tolerance:.1%} (given)"
@@ -84,23 +98,19 @@ def plan_key(key: str, spread: RoundSpread | None, design: sequential.Design, to
     if not recorded:
         prior, source = sequential.DEFAULT_PRIOR, "the default"
     assert prior is not None
-    fits, p = sequential.prior_fits(rounds, prior) if len(rounds) >= 2 else (True, 1.0)
-    own = round_prior([rounds]) if not fits else None
-    if own is not None:
-        tighter = own.spread < prior.spread
-        why = (f"this run's {len(rounds)} rounds wander {own.spread:.2%}, far {'less' if tighter else 'more'} than "
-               f"it (F test p={p:.2g} < {sequential.PRIOR_FIT_P:g}): judged on its own rounds alone")
+    use = roundprior.decide(prior, rounds)
+    if use.set_aside and use.own is not None:
+        own = round(use.own, 6)
         # tighter: the prior was no reason for a wide tolerance, planned at the rounds' own spread; noisier: a noisy
         # run does not widen the gate, the tolerance stays the prior's (and it may end 'unsure')
-        resolvable = _resolvable_own(round(own.spread, 6), design) if tighter else _resolvable(prior, design)
+        resolvable = _resolvable_own(own, design) if own < prior.spread else _resolvable(prior, design)
         nice = _planned(resolvable)
         chosen = tolerance if tolerance is not None else nice if nice is not None else FALLBACK_TOLERANCE
-        return KeyPlan(prior, source, chosen, resolvable, _detectable_own(round(own.spread, 6), chosen, design),
-                       recorded, why)
+        return KeyPlan(prior, source, chosen, resolvable, _detectable_own(own, chosen, design), recorded, use)
     resolvable = _resolvable(prior, design)
     nice = _planned(resolvable)
     chosen = tolerance if tolerance is not None else nice if nice is not None else FALLBACK_TOLERANCE
-    return KeyPlan(prior, source, chosen, resolvable, _detectable(prior, chosen, design), recorded)
+    return KeyPlan(prior, source, chosen, resolvable, _detectable(prior, chosen, design), recorded, use)
 
 
 @functools.lru_cache(maxsize=512)

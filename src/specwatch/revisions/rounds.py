@@ -30,7 +30,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from specwatch.errors import SpecwatchError, UsageError
-from specwatch.judge import paired, sequential
+from specwatch.judge import paired, roundprior, sequential
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun
 from specwatch.revisions.plan import KeyPlan, plan_key, plan_keys
 from specwatch.revisions.step import MeasureConfig, measure, samples_of, served_of
@@ -243,9 +243,8 @@ def _message(why: str, summary: paired.PairedRounds, plan: KeyPlan, ratios: Sequ
                   f"{plan.prior.spread:.1%} of {plan.source} is set aside ({plan.set_aside})")
     else:
         spread = (f"round-to-round spread {summary.spread:.1%}, pooled with {plan.prior.spread:.1%} over "
-                  f"{min(plan.prior.df, sequential.MAX_PRIOR_DF)} df of {plan.source}: {summary.pooled_spread:.1%} "
-                  f"over {summary.df} df")
-    if not plan.set_aside and len(judged) >= 2 and (p := paired.noisier_than_prior(judged, plan.prior)) < NOISY_DAY_P:
+                  f"{plan.decision.worth} of {plan.source}: {summary.pooled_spread:.1%} over {summary.df} df")
+    if not plan.set_aside and len(judged) >= 2 and (p := roundprior.noisier_p(judged, plan.prior)) < NOISY_DAY_P:
         record = "the record" if plan.recorded else "the default round spread"
         spread += (f"; these rounds wander more than {record} ({summary.spread:.1%} against {plan.prior.spread:.1%},"
                    f" F-test p={p:.2g}): the run is noisier than its record")
