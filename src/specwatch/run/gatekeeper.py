@@ -90,7 +90,7 @@ def _round_prior(session: Session, server: str, workload: str, measured: Measure
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
     engine = session.engine_of(server)
-    return spread.prior_for(f"{server}/{workload}/{metric}", engine, measured.identity())
+    return spread.prior_for(f"{server}/{workload}/{metric}", engine, measured.served())
 
 
 # -- throughput -----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Recorded sessions per result key, read for the drift replays (``specwatch baseline check``, ``sensitivity``).
+"""Recorded sessions per result key, read for the drift replays (``baseline_check.py``, ``sensitivity.py``), and
+the drift gate's inputs of a baseline's key (:func:`drift_inputs`), so a replay judges as the gate does.
 
 A stored baseline keeps the samples of each recording session per metric; a results file is one
 session of every key it holds. Both are read by their versioned loaders
@@ -11,12 +12,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specwatch.errors import UsageError
 from specwatch.judge.variance import MachineSession
 from specwatch.store.baseline import Baseline, BaselineStore, load_baseline, session_machine
 from specwatch.store.machine import run_machine
 from specwatch.store.result import ResultSet, make_key
+
+if TYPE_CHECKING:
+    from specwatch.store.driftinput import DriftInput
 
 
 @dataclass
@@ -59,17 +64,16 @@ def _recorded(session: dict) -> str:
     return f"{when} on {session['host']}" if session.get("host") else when
 
 
-def class_spread(base: Baseline, workload: str, metric: str) -> tuple[float, str] | None:
-    """The session spread of the baseline's machine class, from the baseline folder it lies in
-    (``<folder>/<class>/<profile>.json``), as ``specwatch compare`` and the drift gate use it."""
-    if base.path is None or not base.machine_class:
-        return None
-    from specwatch.store import classspread
+def drift_inputs(base: Baseline, workload: str, metric: str) -> DriftInput | None:
+    """The drift gate's inputs of the baseline's key (:func:`specwatch.store.driftinput.drift_input`: its floor,
+    the prior it came from and the class's machine term), from the baseline folder it lies in
+    (``<folder>/<class>/<profile>.json``), as the gate and ``specwatch compare`` build them; None: the baseline has
+    no such key."""
+    from specwatch.store.driftinput import drift_input
 
-    store = BaselineStore(Path(base.path).resolve().parent.parent)
-    entry = base.get(workload, metric)
-    return classspread.class_spread(store, base.machine_class, workload, metric, str(base.machine.get("engine") or ""),
-                                    str(entry.extra.get("served") or "") if entry else "")
+    root = Path(base.path).resolve().parent.parent if base.path is not None else Path(".")
+    found = drift_input(BaselineStore(root), base, workload, metric, engine=str(base.machine.get("engine") or ""))
+    return None if isinstance(found, str) else found
 
 
 def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
@@ -92,4 +96,4 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
     return found
 
 
-__all__ = ["KeySessions", "baseline_sessions", "class_spread", "results_sessions"]
+__all__ = ["KeySessions", "baseline_sessions", "drift_inputs", "results_sessions"]
