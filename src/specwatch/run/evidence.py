@@ -63,6 +63,7 @@ class Policy:
     tolerance: float = 0.05
     require_baseline: bool = False
     update_baselines: bool = False
+    explain: bool = False  # a failing drift verdict adds the chain that made its tolerance (pytest -v)
 
 
 @dataclass(frozen=True)
