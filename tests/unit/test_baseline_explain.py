@@ -114,7 +114,7 @@ def test_explain_names_the_prior_a_one_session_floor_came_from(capsys: pytest.Ca
     assert f"over {inputs.prior.df} df" in out
 
 
-@pytest.mark.parametrize("argv, said", [
+@pytest.mark.parametrize(("argv", "said"), [
     (["nope/single-stream/decode_tok_s"], "no baseline of profile 'nope'"),
     (["large-eagle3-tuned/single-stream/nope"], "has no single-stream/nope"),
     (["not-a-key"], "is no result key"),
@@ -130,7 +130,8 @@ def test_an_empty_baseline_dir_is_one_line_and_exit_2(capsys: pytest.CaptureFixt
     assert code == 2 and "no baselines under" in out and len(out.strip().splitlines()) == 1
 
 
-REAL = "sglang model=/tmp/sgl/models8b/target tp=1 spec=EAGLE3//tmp/sgl/models8b/eagle3/2/1/3 | single-stream c1 256 tok"
+REAL = ("sglang model=/tmp/sgl/models8b/target tp=1 spec=EAGLE3//tmp/sgl/models8b/eagle3/2/1/3 | "
+        "single-stream c1 256 tok")
 
 
 def test_the_served_identity_round_trips_and_reads_the_strings_files_hold() -> None:

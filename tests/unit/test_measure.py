@@ -79,7 +79,8 @@ def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: 
     class FakeServer:
         def __init__(self, name: str) -> None:
             self.url, self.log_path, self.shared_host = name, None, False
-            self.profile = type("P", (), {"name": name, "setup": lambda self: Setup("reference", f"ref-tiny-{name}", 1)})()
+            self.profile = type("P", (), {"name": name,
+                                          "setup": lambda self: Setup("reference", f"ref-tiny-{name}", 1)})()
 
         def log_size(self) -> int:
             return 0
@@ -121,7 +122,8 @@ def test_a_refused_flush_is_asked_again_then_said(monkeypatch: pytest.MonkeyPatc
     class FakeServer:
         def __init__(self, name: str) -> None:
             self.url = name
-            self.profile = type("P", (), {"name": name, "setup": lambda self: Setup("reference", f"ref-tiny-{name}", 1)})()
+            self.profile = type("P", (), {"name": name,
+                                          "setup": lambda self: Setup("reference", f"ref-tiny-{name}", 1)})()
 
         def log_size(self) -> int:
             return 0

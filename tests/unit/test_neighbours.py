@@ -20,8 +20,8 @@ import pytest
 from specwatch.load import measure as measure_mod
 from specwatch.load.measure import RunSample
 from specwatch.load.workload import Workload
-from specwatch.served import Setup
 from specwatch.run.summary import note_lines, results_of
+from specwatch.served import Setup
 from specwatch.server import neighbours as nb
 
 
