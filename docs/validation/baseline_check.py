@@ -46,7 +46,8 @@ def direction(higher_is_better: bool) -> str:
 def baseline_check(args: argparse.Namespace) -> int:
     from specwatch.judge import replay, yardstick
     from specwatch.judge.compare import MIN_SESSIONS, drift_basis
-    from specwatch.store.sessions import baseline_sessions, drift_inputs
+    from specwatch.store.driftinput import of_baseline
+    from specwatch.store.sessions import baseline_sessions
 
     base, keys = baseline_sessions(args.baseline)
     metrics = tuple(args.metric or DEFAULT_METRICS)
@@ -65,7 +66,7 @@ def baseline_check(args: argparse.Namespace) -> int:
     false_alarms, checked = 0, 0
     for ks in chosen:
         _, workload, metric = ks.key.split("/", 2)
-        inputs = drift_inputs(base, workload, metric)  # the gate's floor and machine term, as it builds them
+        inputs = of_baseline(base, workload, metric)  # the gate's floor and machine term, as it builds them
         spread, term = (inputs.floor, inputs.machine_term) if inputs else (None, None)
         head = f"{ks.key} ({ks.unit}, {direction(ks.higher_is_better)}): {len(ks.sessions)} session(s)"
         if len(ks.sessions) < 2:

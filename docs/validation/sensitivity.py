@@ -39,7 +39,8 @@ def _span(values: Sequence[float]) -> str:
 def sensitivity(args: argparse.Namespace) -> int:
     from specwatch.judge import replay
     from specwatch.judge.compare import MIN_SESSIONS
-    from specwatch.store.sessions import baseline_sessions, drift_inputs, results_sessions
+    from specwatch.store.driftinput import of_baseline
+    from specwatch.store.sessions import baseline_sessions, results_sessions
 
     metrics = tuple(args.metric or DEFAULT_METRICS)
     healthy = {k: ks for k, ks in results_sessions(args.healthy).items() if ks.metric in metrics}
@@ -71,7 +72,7 @@ def sensitivity(args: argparse.Namespace) -> int:
         spread, term = None, None
         if stored is not None:  # the gate's floor and machine term, as it builds them
             _, workload, metric = key.split("/", 2)
-            inputs = drift_inputs(stored[0], workload, metric)
+            inputs = of_baseline(stored[0], workload, metric)
             spread, term = (inputs.floor, inputs.machine_term) if inputs else (None, None)
         slowed = [(f"{name} ({len(found[key].sessions)} runs)", found[key].sessions)
                   for name, found in groups if key in found]

@@ -21,7 +21,8 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from specwatch.errors import UsageError
 from specwatch.judge import compare
@@ -31,9 +32,6 @@ from specwatch.store import classspread, machineterm
 from specwatch.store.baseline import Baseline, BaselineStore, session_machine
 from specwatch.store.result import make_key
 from specwatch.store.roundspread import FILE_NAME, boot_prior
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -229,6 +227,14 @@ def for_key(store: BaselineStore, machine_class: str, profile: str, workload: st
     return found if isinstance(found, str) else (base, found)
 
 
+def of_baseline(base: Baseline, workload: str, metric: str) -> DriftInput | None:
+    """:func:`drift_input` of a baseline file read on its own (a replay's), from the folder it lies in
+    (``<folder>/<class>/<profile>.json``), for a run of the engine it recorded; None: it has no such key."""
+    root = Path(base.path).resolve().parent.parent if base.path is not None else Path(".")
+    found = drift_input(BaselineStore(root), base, workload, metric, engine=str(base.machine.get("engine") or ""))
+    return None if isinstance(found, str) else found
+
+
 def _recorded(session: dict[str, Any]) -> str:
     """'2026-11-29 20:57 on 631fc92cbeb5': when (to the minute) and where a session was recorded."""
     when = str(session.get("recorded") or "-")[:16].replace("T", " ")
@@ -236,4 +242,4 @@ def _recorded(session: dict[str, Any]) -> str:
     return f"{when} on {machine}" if machine else when
 
 
-__all__ = ["DriftInput", "Prior", "drift_input", "for_key"]
+__all__ = ["DriftInput", "Prior", "drift_input", "for_key", "of_baseline"]

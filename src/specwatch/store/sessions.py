@@ -1,5 +1,5 @@
-"""Recorded sessions per result key, read for the drift replays (``baseline_check.py``, ``sensitivity.py``), and
-the drift gate's inputs of a baseline's key (:func:`drift_inputs`), so a replay judges as the gate does.
+"""Recorded sessions per result key, read for the drift replays (``baseline_check.py``, ``sensitivity.py``; the
+gate's floor and machine term of a baseline's key: :func:`specwatch.store.driftinput.of_baseline`).
 
 A stored baseline keeps the samples of each recording session per metric; a results file is one
 session of every key it holds. Both are read by their versioned loaders
@@ -11,17 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specwatch.errors import UsageError
 from specwatch.judge.variance import MachineSession
-from specwatch.store.baseline import Baseline, BaselineStore, load_baseline, session_machine
+from specwatch.store.baseline import Baseline, load_baseline, session_machine
 from specwatch.store.machine import run_machine
 from specwatch.store.result import ResultSet, make_key
-
-if TYPE_CHECKING:
-    from specwatch.store.driftinput import DriftInput
 
 
 @dataclass
@@ -64,18 +59,6 @@ def _recorded(session: dict) -> str:
     return f"{when} on {session['host']}" if session.get("host") else when
 
 
-def drift_inputs(base: Baseline, workload: str, metric: str) -> DriftInput | None:
-    """The drift gate's inputs of the baseline's key (:func:`specwatch.store.driftinput.drift_input`: its floor,
-    the prior it came from and the class's machine term), from the baseline folder it lies in
-    (``<folder>/<class>/<profile>.json``), as the gate and ``specwatch compare`` build them; None: the baseline has
-    no such key."""
-    from specwatch.store.driftinput import drift_input
-
-    root = Path(base.path).resolve().parent.parent if base.path is not None else Path(".")
-    found = drift_input(BaselineStore(root), base, workload, metric, engine=str(base.machine.get("engine") or ""))
-    return None if isinstance(found, str) else found
-
-
 def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
     """Key -> its sessions, one per results file that holds samples of it (in the order given);
     UsageError when two files disagree on a key's unit or direction."""
@@ -96,4 +79,4 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
     return found
 
 
-__all__ = ["KeySessions", "baseline_sessions", "drift_inputs", "results_sessions"]
+__all__ = ["KeySessions", "baseline_sessions", "results_sessions"]
