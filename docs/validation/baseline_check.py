@@ -46,7 +46,8 @@ def direction(higher_is_better: bool) -> str:
 def baseline_check(args: argparse.Namespace) -> int:
     from specwatch.judge import replay, yardstick
     from specwatch.judge.compare import MIN_SESSIONS, drift_basis
-    from specwatch.store.sessions import baseline_sessions, class_spread
+    from specwatch.store.driftinput import of_baseline
+    from specwatch.store.sessions import baseline_sessions
 
     base, keys = baseline_sessions(args.baseline)
     metrics = tuple(args.metric or DEFAULT_METRICS)
@@ -65,20 +66,21 @@ def baseline_check(args: argparse.Namespace) -> int:
     false_alarms, checked = 0, 0
     for ks in chosen:
         _, workload, metric = ks.key.split("/", 2)
-        spread = class_spread(base, workload, metric)
+        inputs = of_baseline(base, workload, metric)  # the gate's floor and machine term, as it builds them
+        spread, term = (inputs.floor, inputs.machine_term) if inputs else (None, None)
         head = f"{ks.key} ({ks.unit}, {direction(ks.higher_is_better)}): {len(ks.sessions)} session(s)"
         if len(ks.sessions) < 2:
             print(f"{head}: nothing to hold out (needs 2 or more); record more (each --update-baselines adds a "
                   f"session)", flush=True)
             continue
         checked += 1
-        judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, spread)
+        judge = replay.Judge(ks.higher_is_better, args.tolerance, args.alpha, spread, machine_term=term)
         known = [m for m, n in Counter(ks.machines).items() if n >= MIN_SESSIONS]
         rows_are = (f"each row is judged against the other sessions of its own machine where that machine has "
                     f"{MIN_SESSIONS} or more ({len(known)} machine(s) here), else as a run on a new machine; "
                     if known else "each row is judged as a run on a new machine; ")
         print(f"{head}; {rows_are}a run on a new machine: "
-              f"{drift_basis(args.tolerance, ks.sessions, spread, args.alpha).note}")
+              f"{drift_basis(args.tolerance, ks.sessions, spread, args.alpha, term=term).note}")
         _, scores = yardstick.scores_for(None, ks.yardsticks)
         if any(x is not None for x in scores):
             print(f"  {_yardstick_line(ks, scores, args.alpha)}")

@@ -43,7 +43,6 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from specwatch.load.measure import identity_of
 from specwatch.load.workload import resolve as resolve_workload
 from specwatch.profiles.loading import load_profiles
 from specwatch.store.roundspread import RoundRun, RoundSpread
@@ -107,10 +106,12 @@ SERVED_BY = {"sgl-eagle3": "docs/validation/sglang/eagle3-base.toml",
 
 
 def served(key: str) -> str:
-    """What the real-SGLang profile of ``key`` served, as a measurement of it records (``Measurement.identity``)."""
+    """What the real-SGLang profile of ``key`` served, as a measurement of it records it (the string form of
+    ``Measurement.served``)."""
     server, workload, _ = key.split("/", 2)
     profiles = load_profiles(SERVED_BY[server])
-    return identity_of(profiles.servers[server].served(), resolve_workload(workload, profiles.workload))
+    wl = resolve_workload(workload, profiles.workload)
+    return profiles.servers[server].setup().at(wl.name, wl.concurrency, wl.max_new_tokens).text()
 
 
 def twin_ratio(path: Path) -> float:

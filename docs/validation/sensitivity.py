@@ -39,7 +39,8 @@ def _span(values: Sequence[float]) -> str:
 def sensitivity(args: argparse.Namespace) -> int:
     from specwatch.judge import replay
     from specwatch.judge.compare import MIN_SESSIONS
-    from specwatch.store.sessions import baseline_sessions, class_spread, results_sessions
+    from specwatch.store.driftinput import of_baseline
+    from specwatch.store.sessions import baseline_sessions, results_sessions
 
     metrics = tuple(args.metric or DEFAULT_METRICS)
     healthy = {k: ks for k, ks in results_sessions(args.healthy).items() if ks.metric in metrics}
@@ -68,10 +69,11 @@ def sensitivity(args: argparse.Namespace) -> int:
         if base is None and len(ks.sessions) < 2:
             print(f"{key}: only {len(ks.sessions)} healthy run(s) hold it; nothing to judge it against")
             continue
-        spread = None
-        if stored is not None:
+        spread, term = None, None
+        if stored is not None:  # the gate's floor and machine term, as it builds them
             _, workload, metric = key.split("/", 2)
-            spread = class_spread(stored[0], workload, metric)
+            inputs = of_baseline(stored[0], workload, metric)
+            spread, term = (inputs.floor, inputs.machine_term) if inputs else (None, None)
         slowed = [(f"{name} ({len(found[key].sessions)} runs)", found[key].sessions)
                   for name, found in groups if key in found]
         print(f"{key} ({ks.unit}, {direction(ks.higher_is_better)}): {len(ks.sessions)} healthy run(s)")
@@ -79,7 +81,7 @@ def sensitivity(args: argparse.Namespace) -> int:
               f"{'rate':>5}  median change")
         for tolerance in args.tolerance or [0.05]:
             for alpha in args.alpha or [0.01]:
-                judge = replay.Judge(ks.higher_is_better, tolerance, alpha, spread)
+                judge = replay.Judge(ks.higher_is_better, tolerance, alpha, spread, machine_term=term)
                 for rate in replay.rates(judge, ks.sessions, slowed, baseline=base, synthetic=args.slowdown):
                     print(f"  {tolerance:>9.1%}  {alpha:>5g}  {_span(rate.tolerances):>10}  {rate.group:<24}  "
                           f"{rate.judged:>4}  {rate.regressions:>11}  {rate.rate:>5.0%}  "

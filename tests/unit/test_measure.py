@@ -7,6 +7,7 @@ import pytest
 from specwatch.errors import UsageError
 from specwatch.load.measure import Measurement, RunSample, merge
 from specwatch.load.workload import Workload
+from specwatch.served import Setup
 
 
 def _m(profile: str, tok_s: list[float]) -> Measurement:
@@ -78,7 +79,8 @@ def test_interleaved_runs_go_abba_and_each_side_keeps_its_own_runs(monkeypatch: 
     class FakeServer:
         def __init__(self, name: str) -> None:
             self.url, self.log_path, self.shared_host = name, None, False
-            self.profile = type("P", (), {"name": name, "served": lambda self: f"reference model=ref-tiny {name}"})()
+            self.profile = type("P", (), {"name": name,
+                                          "setup": lambda self: Setup("reference", f"ref-tiny-{name}", 1)})()
 
         def log_size(self) -> int:
             return 0
@@ -120,7 +122,8 @@ def test_a_refused_flush_is_asked_again_then_said(monkeypatch: pytest.MonkeyPatc
     class FakeServer:
         def __init__(self, name: str) -> None:
             self.url = name
-            self.profile = type("P", (), {"name": name, "served": lambda self: f"reference model=ref-tiny {name}"})()
+            self.profile = type("P", (), {"name": name,
+                                          "setup": lambda self: Setup("reference", f"ref-tiny-{name}", 1)})()
 
         def log_size(self) -> int:
             return 0

@@ -21,6 +21,7 @@ from specwatch.load import measure as measure_mod
 from specwatch.load.measure import RunSample
 from specwatch.load.workload import Workload
 from specwatch.run.summary import note_lines, results_of
+from specwatch.served import Setup
 from specwatch.server import neighbours as nb
 
 
@@ -99,7 +100,7 @@ def test_a_measurement_records_what_shared_the_host(monkeypatch: pytest.MonkeyPa
 
     class Server:
         url, log_path, shared_host, pid = "A", None, False, None
-        profile = type("P", (), {"name": "eagle3", "served": lambda self: "reference model=ref-tiny"})()
+        profile = type("P", (), {"name": "eagle3", "setup": lambda self: Setup("reference", "ref-tiny", 1)})()
 
         def log_size(self) -> int:
             return 0

@@ -164,7 +164,8 @@ def test_the_machine_class_round_spread_is_pooled_in(tmp_path: Path) -> None:
     # never borrowed: a run of no key, and one of another key that served something else (another model)
     runs += [{"metric": "decode_tok_s", "ratios": [1.0, 1.5, 0.6], "recorded": "", "label": "keyless"},
              {"metric": "decode_tok_s", "ratios": [1.0, 1.5, 0.6], "recorded": "", "label": "tiny",
-              "key": "tiny/single-stream/decode_tok_s", "served": "reference model=ref-other tp=2"}]
+              "key": "tiny/single-stream/decode_tok_s",
+              "served": "reference model=ref-other tp=2 | single-stream c1 32 tok"}]
     (folder / "round-spread.json").write_text(json.dumps({"version": 1, "machine_class": "ci-cpu", "runs": runs}))
     speeds = {"tuned": [[61.0, 62.0, 60.5]], "untuned": [[100.0, 101.0, 99.0]]}
     verdict = gatekeeper.tuned_vs_untuned(_session(tmp_path, TP2, speeds))

@@ -1,4 +1,4 @@
-"""``specwatch baseline update|show``: record and list stored baselines.
+"""``specwatch baseline update|show|explain|machine-term``: record, list and explain stored baselines.
 
 ``baseline update RESULTS.json`` records one session from a results file; ``baseline update
 --from-history HISTORY --machine-class C`` rebuilds class C's baselines from the history of every
@@ -129,6 +129,38 @@ def _cmd_baseline_machine_term(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_baseline_explain(args: argparse.Namespace) -> int:
+    from specwatch.store.baseline import BaselineStore
+    from specwatch.store.driftinput import drift_input
+
+    store = BaselineStore(folder(args.baseline_dir, "baseline folder", must_exist=True))
+    pairs = store.available()
+    if not pairs:
+        raise UsageError(f"no baselines under {args.baseline_dir}: nothing to explain")
+    parts = args.key.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise UsageError(f"baseline explain: {args.key!r} is no result key (PROFILE/WORKLOAD/METRIC, e.g. "
+                         "eagle3-tuned/single-stream/decode_tok_s)")
+    profile, workload, metric = parts
+    classes = [mc for mc, p in pairs if p == profile and (args.machine_class in (None, mc))]
+    if not classes:
+        where = f" of machine class {args.machine_class}" if args.machine_class else ""
+        raise UsageError(f"baseline explain: no baseline of profile {profile!r}{where} under {args.baseline_dir} "
+                         f"(it has {', '.join(sorted({p for _, p in pairs}))})")
+    if len(classes) > 1:
+        raise UsageError(f"baseline explain: profile {profile!r} has baselines of {', '.join(classes)}; give "
+                         "--machine-class")
+    base = store.require(classes[0], profile)
+    engine = args.engine or str(base.machine.get("engine") or "")  # the engine of a run of its profile
+    inputs = drift_input(store, base, workload, metric, machine=args.machine, engine=engine,
+                         machine_class=classes[0], profile=profile)
+    if isinstance(inputs, str):
+        raise UsageError(f"baseline explain: {inputs}")
+    for line in inputs.lines(args.tolerance, args.alpha, args.runs):
+        print(line)
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``specwatch`` parser."""
     base = sub.add_parser("baseline", help="stored baselines").add_subparsers(dest="action", required=True)
@@ -162,6 +194,24 @@ def register(sub: Any) -> None:
                    help="write the same file for this class too (one of the same hardware; repeatable)")
     p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
     p.set_defaults(func=_cmd_baseline_machine_term)
+    p = base.add_parser("explain", help="the chain that makes KEY's drift tolerance, in the order the drift gate "
+                        "applies it: sessions and machines, within-session spread, machine term, floor and its "
+                        "prior, the tolerance and the smallest slowdown it flags")
+    p.add_argument("key", help="a result key: PROFILE/WORKLOAD/METRIC (e.g. eagle3-tuned/single-stream/decode_tok_s)")
+    p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
+    p.add_argument("--machine-class", default=None,
+                   help="the class whose baseline is explained (default: the one class holding the profile)")
+    p.add_argument("--machine", default=None, metavar="LABEL",
+                   help="the run's machine as the sessions name theirs (host:NAME, commit:SHA; default: a run on "
+                        "none of their machines)")
+    p.add_argument("--engine", default=None, help="the run's engine (default: the one the baseline recorded)")
+    p.add_argument("--tolerance", type=fraction, default=DEFAULTS["tolerance"],
+                   help=f"the tolerance requested (default {DEFAULTS['tolerance']})")
+    p.add_argument("--alpha", type=fraction, default=DEFAULTS["alpha"],
+                   help=f"significance level, in (0, 1) (default {DEFAULTS['alpha']})")
+    p.add_argument("--runs", type=positive_int, default=None,
+                   help="the runs of the run judged (default: as many as a recorded session)")
+    p.set_defaults(func=_cmd_baseline_explain)
     p = base.add_parser("show", help="list stored baselines")
     p.add_argument("--baseline-dir", default=DEFAULTS["baseline_dir"])
     p.set_defaults(func=_cmd_baseline_show)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specwatch.cli.args import existing_file, fraction
 from specwatch.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from specwatch.run.options import DEFAULTS
+
+if TYPE_CHECKING:
+    from specwatch.store.baseline import Baseline
+    from specwatch.store.driftinput import DriftInput
 
 
 def _cmd_parse_log(args: argparse.Namespace) -> int:
@@ -29,6 +33,7 @@ class _Side:
     machine_class: str | None
     metrics: dict[str, Any] = field(default_factory=dict)  # key -> BaselineMetric, for a baseline
     run_machine: str | None = None  # the machine a results file's run was on, as baseline sessions name theirs
+    base: Baseline | None = None  # the baseline file, for a baseline
 
 
 def _load_side(path: str, kind: str) -> _Side:
@@ -44,7 +49,7 @@ def _load_side(path: str, kind: str) -> _Side:
         return _Side(path, f"baseline {path}", {r.key: (list(r.samples), r.unit, r.higher_is_better)
                                                   for r in base.as_results()},
                      base.machine, base.machine_class,
-                     {make_key(base.profile, m.workload, m.metric): m for m in base.metrics.values()})
+                     {make_key(base.profile, m.workload, m.metric): m for m in base.metrics.values()}, base=base)
     rs = ResultSet.from_document(doc, path)
     return _Side(path, f"results {path}", {r.key: (list(r.samples), r.unit, r.higher_is_better) for r in rs.results},
                  rs.machine, rs.machine_class, run_machine=run_machine(rs.machine, rs.commit, rs.created))
@@ -91,27 +96,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     rows, notes = [], []
     for key in common:
         samples, unit, higher = cur.samples[key]
-        reference, sessions, scores, run_score = ref.samples[key][0], None, None, None
-        if key in ref.metrics:  # a baseline: its sessions, those of this machine when it has enough
-            reference, sessions, note = ref.metrics[key].reference_for(None, compare.MIN_SESSIONS,
-                                                                       same_class=same_class, machine=machine)
+        reference, sessions, scores, run_score, class_spread, term = ref.samples[key][0], None, None, None, None, None
+        if key in ref.metrics:  # a baseline: the drift gate's inputs (its sessions, floor and machine term)
+            inputs = _inputs(ref, key, machine, str(cur.machine.get("engine") or ""), same_class)
+            reference, sessions, note = inputs.samples, inputs.sessions, inputs.note
             if note and note not in notes:
                 notes.append(note)
-            chosen = ref.metrics[key].chosen_sessions(None, compare.MIN_SESSIONS, same_class=same_class,
-                                                      machine=machine)
-            run_score, scores = yardstick.scores_for(cur.machine.get("yardstick"),
-                                                     [s.get("yardstick") for s in chosen])
-        class_spread, term = None, None
-        if key in ref.metrics and ref.machine_class and same_class is not False:
-            from specwatch.store import classspread, machineterm
-            from specwatch.store.baseline import BaselineStore
-
-            server, workload, metric = key.split("/", 2)
-            root = Path(args.baseline).resolve().parent.parent
-            class_spread = classspread.session_floor(BaselineStore(root), ref.machine_class, server, workload, metric,
-                                                     str(cur.machine.get("engine") or ""),
-                                                     str(ref.metrics[key].extra.get("served") or ""))
-            term = machineterm.load(root, ref.machine_class).get(metric)
+            run_score, scores = yardstick.scores_for(cur.machine.get("yardstick"), inputs.yardsticks)
+            class_spread, term = inputs.floor, inputs.machine_term
         c, basis = compare.drift(samples, reference, higher_is_better=higher, requested=args.tolerance, machine=machine,
                                  alpha=args.alpha, sessions=sessions or None, class_spread=class_spread,
                                  session_scores=scores if sessions and scores and len(scores) == len(sessions)
@@ -128,6 +120,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     for key in sorted(set(ref.samples) ^ set(cur.samples)):
         print(f"note: {key} is only in {'the baseline' if key in ref.samples else 'the results'}")
     return EXIT_REGRESSION if any(r.is_bad for r in rows) else EXIT_OK
+
+
+def _inputs(ref: _Side, key: str, machine: str | None, engine: str, same_class: bool | None) -> DriftInput:
+    """The drift gate's inputs of a baseline side's key (:func:`specwatch.store.driftinput.drift_input`): the
+    class's floor and machine term from the folder the baseline lies in, unless the sides' classes differ."""
+    from specwatch.store.baseline import BaselineStore
+    from specwatch.store.driftinput import drift_input
+
+    assert ref.base is not None  # a side with metrics is a baseline
+    _, workload, metric = key.split("/", 2)
+    found = drift_input(BaselineStore(Path(ref.path).resolve().parent.parent), ref.base, workload, metric,
+                        machine=machine, engine=engine, same_class=same_class)
+    if isinstance(found, str):  # a key of the baseline's metrics: cannot be
+        raise UsageError(found)
+    return found
 
 
 def register(sub: Any) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from specwatch.judge.compare import MIN_SESSIONS, Comparison, DriftBasis, DriftVerdict, drift
-from specwatch.judge.variance import MachineSession, machine_of, machines_of
+from specwatch.judge.variance import MachineSession, PooledTerm, machine_of, machines_of
 
 Sessions = Sequence[Sequence[float]]
 Scores = Sequence[float | None]
@@ -41,6 +41,7 @@ class Judge:
     alpha: float = 0.01
     class_spread: tuple[float, str] | None = None  # the machine class's spread, for baselines of few sessions
     n_resamples: int = 4000  # of each verdict's ratio CI (no regression verdict depends on it)
+    machine_term: PooledTerm | None = None  # the hardware's pooled machine term, for a run on a new machine
 
     def verdict(self, current: Sequence[float], sessions: Sessions, scores: Scores | None = None,
                 score: float | None = None) -> tuple[Comparison, DriftBasis]:
@@ -52,7 +53,7 @@ class Judge:
         return drift(current, pooled, higher_is_better=self.higher_is_better, requested=self.requested,
                      alpha=self.alpha, sessions=list(sessions), class_spread=self.class_spread,
                      session_scores=None if scores is None else list(scores), run_score=score,
-                     n_resamples=self.n_resamples, machine=machine_of(current))
+                     n_resamples=self.n_resamples, machine=machine_of(current), machine_term=self.machine_term)
 
     def flags(self, current: Sequence[float], sessions: Sessions) -> bool:
         """Whether the drift gate calls ``current`` a regression against ``sessions`` (a :data:`Detector`)."""

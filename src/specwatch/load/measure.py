@@ -39,6 +39,7 @@ from specwatch.load import gpuclock
 from specwatch.load.client import Client, Generation
 from specwatch.load.openai_client import client_for
 from specwatch.load.workload import Request, Workload
+from specwatch.served import Served, Setup
 from specwatch.server.neighbours import neighbours
 from specwatch.server.pool import RunningServer
 from specwatch.signals import logscan, proccpu, promtext
@@ -77,13 +78,6 @@ class RunSample:
     server_cpu_s: float | None = None
 
 
-def identity_of(served: str, wl: Workload) -> str:
-    """What a prior belongs to, the one owner of its form: what the server served
-    (:meth:`~specwatch.profiles.profile.ServerProfile.served`) and the workload's size
-    (``sglang model=... tp=1 spec=EAGLE3/... | single-stream c1 256 tok``)."""
-    return f"{served} | {wl.name} c{wl.concurrency} {wl.max_new_tokens} tok"
-
-
 def _value(run: RunSample, metric: str) -> float:
     """A run's value of ``metric``: a RunSample field, or one of its bench_serving metrics (``serving``)."""
     if metric in LEVEL_METRICS and metric not in METRICS:
@@ -111,12 +105,14 @@ class Measurement:
     boots: tuple[int, ...] = ()
     #: what else ran on the host during the runs (:func:`specwatch.server.neighbours.neighbours`)
     neighbours: tuple[str, ...] = ()
-    #: what the server served (:meth:`specwatch.profiles.profile.ServerProfile.served`; "" when not known)
-    served: str = ""
+    #: what the server's boot served (:meth:`specwatch.profiles.profile.ServerProfile.setup`; None when not known)
+    setup: Setup | None = None
 
-    def identity(self) -> str:
-        """What a prior of this measurement's keys belongs to (:func:`identity_of`; "" when the server is not known)."""
-        return identity_of(self.served, self.workload) if self.served else ""
+    def served(self) -> Served | None:
+        """What a prior of this measurement's keys belongs to: its setup at this workload's size (None when the
+        server is not known)."""
+        wl = self.workload
+        return self.setup.at(wl.name, wl.concurrency, wl.max_new_tokens) if self.setup else None
 
     def samples(self, metric: str) -> list[float]:
         """One value per run: a RunSample field, or one of its bench_serving metrics (``serving``); for a key
@@ -308,7 +304,7 @@ class _Measuring:
             metrics_delta=promtext.delta(before, after) if before and after else None, metrics_after=after,
             server_info_before=self.info_before, server_info_after=info_after, log_records=records, wall_s=wall,
             shared_host=server.shared_host or bool(others), gpu_state=gpu_state, neighbours=others,
-            served=server.profile.served(),
+            setup=server.profile.setup(),
         )
 
 

@@ -22,6 +22,7 @@ from specwatch.engines.registry import NAMES, engine_for, unable
 from specwatch.engines.sglang import ALGORITHMS, EAGLE_FAMILY, SGLANG, SPEC_DECODE_LOG_INTERVAL
 from specwatch.errors import UsageError
 from specwatch.profiles.schema import Invalid
+from specwatch.served import Setup, Spec
 
 __all__ = [
     "ALGORITHMS",
@@ -182,15 +183,16 @@ class ServerProfile:
         """:meth:`unable` for a check that needs every capability of the native engine (tests' shorthand)."""
         return self.unable(check, ("native_api", "metrics", "decode_lines", "meta_info", "process_tree"))
 
-    def served(self) -> str:
+    def setup(self) -> Setup:
         """What a boot of this server serves, whatever the profile's name: engine, model, tensor parallelism and
-        speculative settings (``sglang model=/tmp/sgl/models8b/target tp=1 spec=EAGLE3/...``). Two profiles
-        that serve the same (twins that differ only in their environment) share their boot-to-boot spread; a
-        different model never borrows another's (:mod:`specwatch.store.roundspread`)."""
+        speculative settings (:class:`specwatch.served.Setup`). Two profiles that serve the same (twins that differ
+        only in their environment) share their boot-to-boot spread; a different model never borrows another's
+        (:mod:`specwatch.store.roundspread`). At a workload's size it is what a measurement served
+        (:meth:`specwatch.load.measure.Measurement.served`)."""
         spec = self.speculative
-        drafted = (f" spec={spec.algorithm}/{spec.draft_model or '-'}/{spec.num_steps}/{spec.eagle_topk}/"
-                   f"{spec.num_draft_tokens}" if spec else "")
-        return f"{self.engine} model={self.model} tp={self.ranks}{drafted}"
+        return Setup(self.engine, self.model, self.ranks,
+                     Spec(spec.algorithm, spec.draft_model or "", spec.num_steps, spec.eagle_topk,
+                          spec.num_draft_tokens) if spec else None)
 
     @property
     def role(self) -> str:

@@ -112,8 +112,9 @@ def samples_of(path: str | Path | None) -> dict[str, tuple[list[float], str, boo
 
 
 def served_of(path: str | Path | None) -> dict[str, str]:
-    """key -> what its servers served (the results' ``extra.served``, :meth:`Measurement.identity`) of a results
-    file; empty when it cannot be read, or records none."""
+    """key -> what its servers served (the results' ``extra.served``: the string form of
+    :class:`specwatch.served.Served`, parsed where a prior is matched) of a results file; empty when it cannot be
+    read, or records none."""
     return {r.key: str(r.extra["served"]) for r in _results(path) if r.extra.get("served")}
 
 

@@ -40,6 +40,7 @@ def activate(config: pytest.Config) -> Session:
         worker_count=int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
     )
     session.project_note = project.note
+    session.verbosity = config.get_verbosity()
     session.perf_tests_run = config.stash[COUNTER_KEY].count if COUNTER_KEY in config.stash else 0
     if cfg.profiles or cfg.engine:  # a named profile file is read (and validated) before anything boots
         from specwatch.profiles.loading import check_reachable

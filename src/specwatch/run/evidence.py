@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from specwatch.judge.paired import RoundPrior
     from specwatch.load.measure import Measurement
+    from specwatch.store.driftinput import DriftInput
 
 __all__ = ["Lookup", "Pair", "Policy", "Reference", "References"]
 
@@ -35,6 +36,8 @@ class Reference:
     class_spread: tuple[float, str] | None = None
     #: this run's machine yardstick (its fingerprint's ``yardstick``; None: none measured or a reference file)
     run_yardstick: Any = None
+    #: everything the tolerance is built from, each with where it came from (None: a reference file)
+    inputs: DriftInput | None = None
 
 
 #: ``(profile, workload, metric)`` -> the key's reference, or a message saying why there is none.
@@ -60,6 +63,7 @@ class Policy:
     tolerance: float = 0.05
     require_baseline: bool = False
     update_baselines: bool = False
+    explain: bool = False  # a failing drift verdict adds the chain that made its tolerance (pytest -v)
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def _policy(session: Session, prof: ServerProfile) -> Policy:
     """The run's options for a gate that compares against a reference: the profile's tolerance, else the run's."""
     cfg = session.config
     return Policy(alpha=cfg.alpha, tolerance=prof.tolerance or cfg.tolerance, require_baseline=cfg.require_baseline,
-                  update_baselines=cfg.update_baselines)
+                  update_baselines=cfg.update_baselines, explain=session.verbosity > 0)
 
 
 def _findings(session: Session, *profiles: str) -> tuple[str, ...]:
@@ -90,7 +90,7 @@ def _round_prior(session: Session, server: str, workload: str, measured: Measure
 
     spread = RoundSpread.for_class(session.config.path(session.config.baseline_dir), session.machine_class())
     engine = session.engine_of(server)
-    return spread.prior_for(f"{server}/{workload}/{metric}", engine, measured.identity())
+    return spread.prior_for(f"{server}/{workload}/{metric}", engine, measured.served())
 
 
 # -- throughput -----------------------------------------------------------------------------------

@@ -126,6 +126,9 @@ def drift(measurement: Measurement, reference: Reference | str, policy: Policy, 
     if cmp.is_regression and diagnosis is not None:
         baseline_m, findings = diagnosis
         msg += "\n" + "\n".join(diagnose(m, baseline_m).lines() + list(findings))
+    if cmp.is_regression and policy.explain and ref.inputs is not None:  # pytest -v: what made the tolerance
+        msg += ("\nhow the tolerance was made (specwatch baseline explain):\n  "
+                + "\n  ".join(ref.inputs.lines(policy.tolerance, policy.alpha, len(current))))
     return Verdict.of(DRIFT, not cmp.is_regression, msg, profile=profile, rows=[row])
 
 

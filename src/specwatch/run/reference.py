@@ -37,9 +37,8 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
     source, sessions, recorded workload, this run's machine and yardstick and the machine class's spread of the
     key; or, when there are none, a message saying how to record them. The baseline's fingerprint warning is
     said once per run (:meth:`RunFacts.warn_once`), not once per drift test."""
-    from specwatch.judge.compare import MIN_SESSIONS
-    from specwatch.store import classspread, machineterm
     from specwatch.store.baseline import BaselineStore
+    from specwatch.store.driftinput import drift_input
     from specwatch.store.machine import run_machine
     from specwatch.store.result import ResultSet, make_key
 
@@ -56,24 +55,17 @@ def reference_samples(run: RunFacts, profile: str, workload: str, metric: str) -
     base = store.load(mc, profile)
     if base is None:
         return store.missing_message(mc, profile)
-    entry = base.get(workload, metric)
-    if entry is None:
-        return f"baseline {store.path_for(mc, profile)} has no {workload}/{metric}; re-record it"
     fp = run.fingerprint()
+    inputs = drift_input(store, base, workload, metric, machine=run_machine(fp, run.commit()),
+                         engine=run.engine_of(profile), machine_class=mc, profile=profile)
+    if isinstance(inputs, str):
+        return inputs
     warning = base.fingerprint_warning(fp)
     if warning:
         run.warn_once(warning)
-    machine = run_machine(fp, run.commit())
-    samples, sessions, note = entry.reference_for(None, MIN_SESSIONS, machine=machine)
-    yardsticks = tuple(s.get("yardstick") for s in entry.chosen_sessions(None, MIN_SESSIONS, machine=machine))
-    term = machineterm.load(store.root, mc).get(metric)
-    engine = run.engine_of(profile)
-    spread = classspread.session_floor(store, mc, profile, workload, metric, engine,
-                                       str(entry.extra.get("served") or ""))
-    return Reference(samples, f"baseline {store.path_for(mc, profile)} ({base.recorded}){shared_note(entry.extra)}",
-                     sessions,
-                     dict(entry.extra), note, yardsticks, machine, term,
-                     class_spread=spread, run_yardstick=fp.get("yardstick"))
+    return Reference(inputs.samples, f"{inputs.source}{shared_note(inputs.extra)}", inputs.sessions,
+                     dict(inputs.extra), inputs.note, inputs.yardsticks, inputs.machine, inputs.machine_term,
+                     class_spread=inputs.floor, run_yardstick=fp.get("yardstick"), inputs=inputs)
 
 
 def shared_note(extra: Mapping[str, Any]) -> str:

@@ -69,6 +69,8 @@ class Session:
     missing_baselines: list[str] = field(default_factory=list)
     #: perf tests that ran to a verdict (history records perf runs only)
     perf_tests_run: int = 0
+    #: pytest's verbosity (-v: 1): a failing drift test explains its tolerance above 0
+    verbosity: int = 0
     #: the files this run wrote (named in the summary)
     written: list[Path] = field(default_factory=list)
     _warned: set[str] = field(default_factory=set)

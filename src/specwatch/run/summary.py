@@ -34,8 +34,8 @@ def results_of(measurements: Mapping[tuple[str, str], Any], machine: dict[str, A
                  "max_new_tokens": m.workload.max_new_tokens, **m.workload.describe()}
         if getattr(m, "neighbours", ()):  # what shared the host besides xdist workers (server.neighbours)
             extra["shared_with"] = list(m.neighbours)
-        if identity := getattr(m, "identity", str)():  # whose boot-to-boot spread its keys' priors are
-            extra["served"] = identity
+        if served := getattr(m, "served", lambda: None)():  # whose boot-to-boot spread its keys' priors are
+            extra["served"] = served.text()
         sm_clock = gpuclock.busiest_sm_clock(m.gpu_state)
         if sm_clock is not None:
             extra["gpu_sm_clock_mhz"] = sm_clock

@@ -7,6 +7,7 @@ __all__ = [
     "baseline",
     "capture",
     "classspread",
+    "driftinput",
     "history",
     "history_base",
     "history_postgres",

@@ -13,16 +13,18 @@ GPU-bound large model's, so a floor borrowed from another model would call a rea
 from __future__ import annotations
 
 from specwatch.errors import SpecwatchError
+from specwatch.served import Served
 from specwatch.store.baseline import BaselineStore
 from specwatch.store.roundspread import boot_floor
 
 
 def class_spread(store: BaselineStore, machine_class: str, workload: str, metric: str,
-                 engine: str = "", served: str = "") -> tuple[float, str] | None:
+                 engine: str = "", served: Served | str | None = None) -> tuple[float, str] | None:
     """The largest session-to-session spread of ``workload/metric`` among this machine class's baselines with
     enough sessions that served ``served``, and where it was measured (None: none has enough, or ``served`` is
     not known): the largest, so that no healthy server is failed by a spread its twins have shown."""
-    if not served:
+    served = Served.of(served)
+    if served is None:
         return None
     from specwatch.judge import stats
     from specwatch.judge.compare import MIN_SESSIONS
@@ -38,7 +40,7 @@ def class_spread(store: BaselineStore, machine_class: str, workload: str, metric
         if base is None or (engine and base.machine.get("engine") not in (None, "", engine)):
             continue
         entry = base.get(workload, metric)
-        if entry is None or entry.extra.get("served") != served:
+        if entry is None or Served.read(entry.extra.get("served")) != served:
             continue
         sessions = [s["samples"] for s in (entry.sessions if entry else []) if s.get("samples")]
         if len(sessions) >= MIN_SESSIONS:
@@ -46,14 +48,23 @@ def class_spread(store: BaselineStore, machine_class: str, workload: str, metric
     return max(found) if found else None
 
 
+def floor_of(store: BaselineStore, machine_class: str, server: str, workload: str, metric: str,
+             engine: str = "", served: Served | str | None = None) -> tuple[tuple[float, str] | None, str]:
+    """The session spread a baseline of too few sessions is judged with (the one owner of this choice), and which
+    it is: that of the class's baselines that served ``served`` (:func:`class_spread`; ``"class"``), else the
+    boot-to-boot spread of the key's round history and its twins' (:func:`specwatch.store.roundspread.boot_floor`;
+    ``"boot"``); ``(None, "")``: neither is recorded."""
+    found = class_spread(store, machine_class, workload, metric, engine, served)
+    if found is not None:
+        return found, "class"
+    boot = boot_floor(store.root, machine_class, server, workload, metric, engine, served)
+    return boot, "boot" if boot is not None else ""
+
+
 def session_floor(store: BaselineStore, machine_class: str, server: str, workload: str, metric: str,
-                  engine: str = "", served: str = "") -> tuple[float, str] | None:
-    """The session spread a baseline of too few sessions is judged with (the one owner of this choice): that of
-    the class's baselines that served ``served`` (:func:`class_spread`), else the boot-to-boot spread of the
-    key's round history and its twins' (:func:`specwatch.store.roundspread.boot_floor`); None: neither is
-    recorded."""
-    return (class_spread(store, machine_class, workload, metric, engine, served)
-            or boot_floor(store.root, machine_class, server, workload, metric, engine, served))
+                  engine: str = "", served: Served | str | None = None) -> tuple[float, str] | None:
+    """The floor of :func:`floor_of`, without which it is."""
+    return floor_of(store, machine_class, server, workload, metric, engine, served)[0]
 
 
-__all__ = ["class_spread", "session_floor"]
+__all__ = ["class_spread", "floor_of", "session_floor"]

@@ -11,7 +11,7 @@ with its own rounds (a moderated t). Reviewed in git like the baselines beside i
 Each run names the result key it measured (``key``, e.g. ``large-eagle3-tuned/single-stream/decode_tok_s``;
 empty in runs recorded before keys were kept), the engine its servers ran (``engine``, e.g. ``sglang``) and
 what they served (``served``: engine, model, tensor parallelism, speculative settings and the workload's size,
-:meth:`specwatch.load.measure.Measurement.identity`; empty in runs recorded before it was kept).
+a :class:`specwatch.served.Served` in its string form; empty in runs recorded before it was kept).
 
 A prior belongs to the workload it was measured on (:meth:`RoundSpread.prior_for`): a key is judged on the runs
 of the same key, and on those of other keys that served the same thing (twins whose profiles differ only in
@@ -34,6 +34,7 @@ from typing import Any
 
 from specwatch.errors import UsageError
 from specwatch.judge.paired import RoundPrior, round_prior
+from specwatch.served import Served
 from specwatch.store.result import atomic_write_json, load_versioned
 
 FORMAT_VERSION = 1
@@ -64,12 +65,19 @@ class RoundRun:
     label: str
     key: str = ""  # the result key measured ("" in runs recorded before keys were kept)
     engine: str = ""  # the engine its servers ran ("" in runs recorded before engines were kept)
-    served: str = ""  # what its servers served and the workload's size ("" in runs recorded before it was kept)
+    #: what its servers served at the workload's size (None in runs recorded before it was kept); its string form
+    #: is read (:meth:`Served.of`: a form that is no identity is a ValueError)
+    served: Served | None = None
 
-    def belongs_to(self, key: str, engine: str = "", served: str = "") -> bool:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "served", Served.of(self.served))
+
+    def belongs_to(self, key: str, engine: str = "", served: Served | str | None = None) -> bool:
         """Whether this run's spread is a prior of ``key`` served as ``served`` by ``engine``: the same key, or
         another key of the same metric that served the same thing; never where either names another engine or
-        another served identity."""
+        another served identity. ``served``: a :class:`Served` or its string form (:meth:`Served.of`: a server's
+        setup without its workload is a ValueError, never a silent mismatch)."""
+        served = Served.of(served)
         if len(self.ratios) < 2 or (engine and self.engine and self.engine != engine):
             return False
         if self.key == key:
@@ -99,12 +107,16 @@ class RoundSpread:
         for i, run in enumerate(listed):
             try:
                 ratios = tuple(_ratio(r) for r in run["ratios"])
-                runs.append(RoundRun(str(run["metric"]), ratios, str(run.get("recorded", "")),
-                                     str(run.get("label", "")), str(run.get("key", "")),
-                                     str(run.get("engine", "")), str(run.get("served", ""))))
+                metric = str(run["metric"])
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise UsageError(f"round-spread file {path}: run {i} needs a metric and a list of ratios, each a "
                                  f"head/base ratio between {RATIO_RANGE[0]:g} and {RATIO_RANGE[1]:g}") from None
+            try:
+                served = Served.of(run.get("served") or None)
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"round-spread file {path}: run {i}: {exc}") from None
+            runs.append(RoundRun(metric, ratios, str(run.get("recorded", "")), str(run.get("label", "")),
+                                 str(run.get("key", "")), str(run.get("engine", "")), served))
         return cls(path, str(data.get("machine_class", machine_class)), runs)
 
     def prior(self, metric: str) -> RoundPrior | None:
@@ -116,7 +128,7 @@ class RoundSpread:
         n = sum(1 for r in self.runs if r.metric == metric and len(r.ratios) >= 2)
         return f"{n} earlier A/B run(s) on {self.machine_class} ({self.path})"
 
-    def _runs_for(self, key: str, engine: str = "", served: str = "") -> tuple[list[RoundRun], str]:
+    def _runs_for(self, key: str, engine: str = "", served: Served | str | None = None) -> tuple[list[RoundRun], str]:
         """The runs that give ``key``'s spread and what they are (:meth:`RoundRun.belongs_to`, see the module). A bare
         metric for ``key``: every key's runs of it (``specwatch ab-power``'s overview of a class, never a prior
         that a verdict borrows)."""
@@ -130,14 +142,15 @@ class RoundSpread:
         also = f" and of {', '.join(twins)}, which served the same" if twins else ""
         return runs, f"{len(runs)} earlier A/B run(s) of this key{also} on {self.machine_class} ({self.path})"
 
-    def prior_for(self, key: str, engine: str = "", served: str = "") -> tuple[RoundPrior | None, str]:
+    def prior_for(self, key: str, engine: str = "",
+                  served: Served | str | None = None) -> tuple[RoundPrior | None, str]:
         """(round spread, where it comes from) of a result key served as ``served`` by ``engine``: the runs of
         the key and of its twins (:meth:`RoundRun.belongs_to`); (None, "") when there are none."""
         runs, source = self._runs_for(key, engine, served)
         found = round_prior([r.ratios for r in runs])
         return (found, source) if found is not None else (None, "")
 
-    def boot_floor(self, key: str, engine: str = "", served: str = "") -> tuple[float, str] | None:
+    def boot_floor(self, key: str, engine: str = "", served: Served | str | None = None) -> tuple[float, str] | None:
         """A session spread for a baseline of too few sessions, from the round spread of ``key`` (:meth:`prior_for`):
         a round's ratio is one fresh boot against another, so its spread over sqrt(2) is one boot's, the spread
         of one session's median about the machine's (None: no runs)."""
@@ -149,7 +162,7 @@ class RoundSpread:
                 f"the boot-to-boot spread of {of}servers on {self.machine_class}: round spread {prior.spread:.1%} "
                 f"over {prior.df} df of {source}, over sqrt(2) for one boot")
 
-    def residuals(self, key: str, engine: str = "", served: str = "") -> list[float]:
+    def residuals(self, key: str, engine: str = "", served: Served | str | None = None) -> list[float]:
         """The recorded rounds behind :meth:`prior_for`, as log ratios around their own run's mean,
         scaled by sqrt(n / (n - 1)) so that their spread is the round spread: what a replay draws."""
         runs, _ = self._runs_for(key, engine, served)
@@ -162,11 +175,12 @@ class RoundSpread:
         return out
 
     def add(self, metric: str, ratios: Sequence[float], label: str, key: str = "", engine: str = "",
-            served: str = "") -> None:
+            served: Served | str | None = None) -> None:
         """Append one run's ratios (kept only with two rounds or more: one round says nothing of the spread)."""
         if len(ratios) >= 2:
             stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key, engine, served))
+            self.runs.append(RoundRun(metric, tuple(float(r) for r in ratios), stamp, label, key, engine,
+                                      Served.of(served)))
 
     @classmethod
     def append(cls, baseline_dir: str | Path, machine_class: str,
@@ -197,13 +211,14 @@ class RoundSpread:
             "machine_class": self.machine_class,
             "runs": [{"metric": r.metric, "ratios": list(r.ratios), "recorded": r.recorded, "label": r.label,
                       **({"key": r.key} if r.key else {}), **({"engine": r.engine} if r.engine else {}),
-                      **({"served": r.served} if r.served else {})}
+                      **({"served": r.served.text()} if r.served else {})}
                      for r in kept],
         }
         return atomic_write_json(self.path, data)
 
 
-__all__ = ["FILE_NAME", "FORMAT_VERSION", "RoundRun", "RoundSpread"]
+__all__ = ["BOOT_PROXY", "FILE_NAME", "FORMAT_VERSION", "BootPrior", "RoundRun", "RoundSpread", "boot_floor",
+           "boot_prior"]
 
 
 #: the metric whose round spread stands for a key's boot-to-boot spread when its own has none: decode throughput
@@ -213,8 +228,19 @@ BOOT_PROXY = {metric: "decode_tok_s" for metric in ("output_tok_s", "cycle_ms", 
                                                     "mean_itl_ms", "e2e_s", "ttft_ms")}
 
 
-def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, workload: str, metric: str,
-               engine: str = "", served: str = "") -> tuple[float, str] | None:
+@dataclass(frozen=True)
+class BootPrior:
+    """The round spread a key's boot floor comes from: the prior, where it comes from, the metric whose rounds gave
+    it (the key's, or its :data:`BOOT_PROXY`), and the floor (:meth:`RoundSpread.boot_floor`: spread, sentence)."""
+
+    prior: RoundPrior
+    source: str
+    metric: str
+    floor: tuple[float, str]
+
+
+def boot_prior(baseline_dir: str | Path, machine_class: str, server: str, workload: str, metric: str,
+               engine: str = "", served: Served | str | None = None) -> BootPrior | None:
     """The class's boot-to-boot spread of ``engine``, from the round spread of earlier A/B runs
     (:meth:`RoundSpread.boot_floor`), of ``metric`` or its :data:`BOOT_PROXY`
     (None: no runs of either). Two identical servers booted one after the other can read far apart (a boot is a
@@ -225,7 +251,17 @@ def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, worklo
     except UsageError:
         return None  # a broken file is said by the gate that reads it for its own rounds
     for m in dict.fromkeys((metric, BOOT_PROXY.get(metric, metric))):
-        found = spread.boot_floor(f"{server}/{workload}/{m}", engine, served)
-        if found is not None:
-            return found if m == metric else (found[0], f"{found[1]} (of {m}, for {metric})")
+        key = f"{server}/{workload}/{m}"
+        found = spread.boot_floor(key, engine, served)
+        prior, source = spread.prior_for(key, engine, served)
+        if found is not None and prior is not None:
+            floor = found if m == metric else (found[0], f"{found[1]} (of {m}, for {metric})")
+            return BootPrior(prior, source, m, floor)
     return None
+
+
+def boot_floor(baseline_dir: str | Path, machine_class: str, server: str, workload: str, metric: str,
+               engine: str = "", served: Served | str | None = None) -> tuple[float, str] | None:
+    """The floor of :func:`boot_prior` (spread, where it comes from); None: no runs of the metric or its proxy."""
+    found = boot_prior(baseline_dir, machine_class, server, workload, metric, engine, served)
+    return found.floor if found is not None else None

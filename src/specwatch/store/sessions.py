@@ -1,4 +1,5 @@
-"""Recorded sessions per result key, read for the drift replays (``specwatch baseline check``, ``sensitivity``).
+"""Recorded sessions per result key, read for the drift replays (``baseline_check.py``, ``sensitivity.py``; the
+gate's floor and machine term of a baseline's key: :func:`specwatch.store.driftinput.of_baseline`).
 
 A stored baseline keeps the samples of each recording session per metric; a results file is one
 session of every key it holds. Both are read by their versioned loaders
@@ -10,11 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from specwatch.errors import UsageError
 from specwatch.judge.variance import MachineSession
-from specwatch.store.baseline import Baseline, BaselineStore, load_baseline, session_machine
+from specwatch.store.baseline import Baseline, load_baseline, session_machine
 from specwatch.store.machine import run_machine
 from specwatch.store.result import ResultSet, make_key
 
@@ -59,19 +59,6 @@ def _recorded(session: dict) -> str:
     return f"{when} on {session['host']}" if session.get("host") else when
 
 
-def class_spread(base: Baseline, workload: str, metric: str) -> tuple[float, str] | None:
-    """The session spread of the baseline's machine class, from the baseline folder it lies in
-    (``<folder>/<class>/<profile>.json``), as ``specwatch compare`` and the drift gate use it."""
-    if base.path is None or not base.machine_class:
-        return None
-    from specwatch.store import classspread
-
-    store = BaselineStore(Path(base.path).resolve().parent.parent)
-    entry = base.get(workload, metric)
-    return classspread.class_spread(store, base.machine_class, workload, metric, str(base.machine.get("engine") or ""),
-                                    str(entry.extra.get("served") or "") if entry else "")
-
-
 def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
     """Key -> its sessions, one per results file that holds samples of it (in the order given);
     UsageError when two files disagree on a key's unit or direction."""
@@ -92,4 +79,4 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
     return found
 
 
-__all__ = ["KeySessions", "baseline_sessions", "class_spread", "results_sessions"]
+__all__ = ["KeySessions", "baseline_sessions", "results_sessions"]
