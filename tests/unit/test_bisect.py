@@ -196,8 +196,8 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     # every step is an A/B in alternating rounds: the step first, then the good worktree, then reversed
     assert f"{shas[-1][:10]} round 1 step: tiny/handle/seconds" in text, text
     assert f"{shas[-1][:10]} round 2 good: tiny/handle/seconds" in text, text
-    store = Memo(outcome.memo_dir)  # the verdicts
-    assert outcome.rounds_dir is not None and outcome.memo_dir.parent == outcome.rounds_dir
+    store = Memo(outcome.verdicts_dir)  # the verdicts
+    assert outcome.rounds_dir is not None and outcome.verdicts_dir.parent == outcome.rounds_dir
     rounds_memo = Memo(outcome.rounds_dir)  # the rounds' measurements, whatever the judging settings
     for side in ("step", "good"):
         for r in (1, 2):
@@ -246,7 +246,7 @@ def test_bisect_names_the_slow_commit_skips_the_broken_one_and_memoises(repo: Pa
     wider = io.StringIO()
     rejudged = gitbisect.bisect_commits(out=wider, **{**kwargs, "tolerance": 0.5})
     assert rejudged.first_bad == shas[6], wider.getvalue()
-    assert rejudged.memo_dir != outcome.memo_dir and rejudged.rounds_dir == outcome.rounds_dir
+    assert rejudged.verdicts_dir != outcome.verdicts_dir and rejudged.rounds_dir == outcome.rounds_dir
     # ... but the broken commit, whose failed setup is tried again (no pytest run: the counter stays)
     assert rejudged.measured_now == 1 and n_measured(counter) == first, wider.getvalue()
     assert "kept from the memo" in wider.getvalue()
@@ -278,7 +278,7 @@ def test_a_drifting_machine_does_not_blame_an_early_commit(repo: Path, counter: 
     text = out.getvalue()
     assert outcome.first_bad == shas[6], text
     assert outcome.last_good == shas[5], text
-    store = Memo(outcome.rounds_dir or outcome.memo_dir)
+    store = Memo(outcome.rounds_dir or outcome.verdicts_dir)
     early = [m for m in outcome.visited if m.ident in shas[1:6]]
     assert early, text
     for m in early:
@@ -503,7 +503,7 @@ def test_patch_bisection_names_the_first_bad_patch(repo: Path, counter: Path, tm
     kwargs: dict[str, Any] = dict(repo=repo, base=base, patches=patches, pytest_args=PYTEST_ARGS, setup=BUILD_SETUP,
                                   tolerance=0.25, metrics=METRICS)
     outcome = patch_bisect.bisect_patches(out=out, **kwargs)
-    assert outcome.memo_dir.parent == repo / ".git" / "specwatch" / "bisect"
+    assert outcome.verdicts_dir.parent == repo / ".git" / "specwatch" / "bisect"
     text = out.getvalue()
     assert outcome.first_bad is not None, text
     assert patch_bisect.patch_index(outcome.first_bad) == 4, text

@@ -193,9 +193,9 @@ class BisectOutcome:
     candidates: list[str]  # ambiguous range, in order; [first_bad] when found
     visited: list[RevisionRun]  # in visiting order
     measured_now: int  # how many measurements this run made (the rest came from the memo)
-    memo_dir: Path  # the step verdicts (of these settings)
+    verdicts_dir: Path  # the step verdicts (of these settings)
     labels: dict[str, str] = field(default_factory=dict)  # names of idents without a step entry (good, base)
-    rounds_dir: Path | None = None  # the rounds' measurements, when kept apart from the verdicts (None: memo_dir)
+    rounds_dir: Path | None = None  # the rounds' measurements, when kept apart from the verdicts (None: verdicts_dir)
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def _ab_table(entry: RevisionRun | None, title: str) -> list[str]:
 
 def report(outcome: BisectOutcome, out: TextIO, describe: Mapping[str, str] | None = None) -> int:
     """Print the verdict of a bisection; return the specwatch exit code."""
-    store = Memo(outcome.memo_dir)
+    store = Memo(outcome.verdicts_dir)
     describe = {**outcome.labels, **(describe or {})}
 
     def name(ident: str) -> str:

@@ -184,14 +184,14 @@ def bisect_commits(
             f"before bisecting (bisect checks out other revisions):\n{dirty}"
         )
     cfg = MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
-    memo_dir = memo_root(memo, git.default_memo(top))
-    store = Memo(memo_dir / cfg.fingerprint("commits", good_sha))  # the rounds: any judging settings reuse them
-    judged = Memo(store.root / f"judged-{hashlib.sha256(settings.anchor().encode()).hexdigest()[:12]}")
+    root = memo_root(memo, git.default_memo(top))
+    rounds_memo = Memo(root / cfg.fingerprint("commits", good_sha))  # the rounds: any judging settings reuse them
+    verdicts = Memo(rounds_memo.root / f"judged-{hashlib.sha256(settings.anchor().encode()).hexdigest()[:12]}")
     session = uuid.uuid4().hex[:12]
     original = (git.git(top, "symbolic-ref", "--short", "-q", "HEAD", check=False)
                 or git.git(top, "rev-parse", "HEAD"))
     good_label = f"{good_sha[:10]} {git.subject(top, good_sha)!r}"
-    print(f"{PREFIX} {top}: good {good_sha[:10]}, bad {bad_sha[:10]}, memo {store.root}", file=out, flush=True)
+    print(f"{PREFIX} {top}: good {good_sha[:10]}, bad {bad_sha[:10]}, memo {rounds_memo.root}", file=out, flush=True)
     print(f"{PREFIX} every step: an A/B against good {good_label}, {settings.describe()}", file=out, flush=True)
     warn_repo_paths(top, cfg, out)
     visited: list[RevisionRun] = []
@@ -199,14 +199,14 @@ def bisect_commits(
     candidates: list[str] = []
     try:
         with git.worktree(top, good_sha) as good_tree:
-            conf_path = store.root / "step.json"
+            conf_path = rounds_memo.root / "step.json"
             atomic_write_json(
                 conf_path,
                 {
                     "version": MEMO_VERSION,
                     "repo": str(top),
-                    "memo": str(store.root),
-                    "verdicts": str(judged.root),
+                    "memo": str(rounds_memo.root),
+                    "verdicts": str(verdicts.root),
                     "good": {"sha": good_sha, "tree": str(good_tree), "label": good_label},
                     "ab": settings.to_json(),
                     "measure": cfg.to_json(),
@@ -216,31 +216,31 @@ def bisect_commits(
             # the bad end first: if it does not reproduce, there is nothing to bisect
             git.git(top, "checkout", "--quiet", "--detach", bad_sha)
             _step_commit(conf_path, out)
-            bad_entry = judged.get(bad_sha)
+            bad_entry = verdicts.get(bad_sha)
             assert bad_entry is not None
-            check_bad_end(bad_entry, store, settings, good_label)
+            check_bad_end(bad_entry, rounds_memo, settings, good_label)
             visited.append(bad_entry)
             if bad_entry.verdict != BAD:
-                return BisectOutcome(None, None, [], visited, count_session(store, session), judged.root,
-                                     {good_sha: git.subject(top, good_sha)}, store.root)
+                return BisectOutcome(None, None, [], visited, count_session(rounds_memo, session), verdicts.root,
+                                     {good_sha: git.subject(top, good_sha)}, rounds_memo.root)
             started = git.git(top, "bisect", "start", bad_sha, good_sha)
             done = re.search(r"^([0-9a-f]{40}) is the first bad commit", started, re.M)
             if done:  # bad is the only commit after good
                 first_bad, candidates = done.group(1), [done.group(1)]
             else:
-                first_bad, candidates = _bisect_run(top, conf_path, store.root / "bisect-run.log", out)
+                first_bad, candidates = _bisect_run(top, conf_path, rounds_memo.root / "bisect-run.log", out)
             steps = _parse_bisect_log(git.git(top, "bisect", "log", check=False))
             for verdict, sha in steps:
-                entry = judged.get(sha)
+                entry = verdicts.get(sha)
                 if entry is not None and sha != bad_sha and verdict in (GOOD, BAD, SKIP):
                     visited.append(entry)
     finally:
         _restore(top, original, out)
     last_good = None
     if first_bad is not None:
-        last_good = _last_good_ancestor(top, judged, first_bad, good_sha)
-    return BisectOutcome(first_bad, last_good, candidates, visited, count_session(store, session), judged.root,
-                         {good_sha: git.subject(top, good_sha)}, store.root)
+        last_good = _last_good_ancestor(top, verdicts, first_bad, good_sha)
+    return BisectOutcome(first_bad, last_good, candidates, visited, count_session(rounds_memo, session), verdicts.root,
+                         {good_sha: git.subject(top, good_sha)}, rounds_memo.root)
 
 
 def _bisect_run(top: Path, conf_path: Path, log_path: Path, out: TextIO) -> tuple[str | None, list[str]]:
