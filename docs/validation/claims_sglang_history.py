@@ -63,7 +63,8 @@ def sglang_8b_bisect() -> Finding:
     broken = next(e for e in sglang_history.HISTORY if not e.boots)
     ok = first is not None and first[2] == slowing.message
     memo = f"{BISECT2}/memo"
-    full = {p.name.split("-", 1)[0] for p in (parse.DATA / memo).glob("*-step-r1.verdict.json")}
+    full = {p.name.split("-", 1)[0] for p in (parse.DATA / memo).glob("*-step-r1.*.json")
+            if not p.name.endswith(".results.json")}
     rows, slow = [], []
     for short, subject, verdict, said in _steps(text):
         edit = _edit_of(subject)

@@ -601,7 +601,7 @@ def test_memo_entries_are_sorted_versioned_json(tmp_path: Path) -> None:
                                results=None, seconds=1.0, measured="2026-01-01T00:00:00+00:00", session="s",
                                detail={"kind": "step", "rounds": 2})
     memo.put(entry)
-    data = json.loads((tmp_path / f"{'a' * 40}.verdict.json").read_text())
+    data = json.loads((tmp_path / f"{'a' * 40}.entry.json").read_text())
     assert data["version"] == MEMO_VERSION
     assert list(data) == sorted(data)
     got = memo.get("a" * 40)
@@ -685,3 +685,18 @@ def test_a_round_skips_the_yardstick_unless_the_user_asks(tmp_path: Path) -> Non
     assert env["PATH"] == "/bin"
     kept = step_environment("abc123", tmp_path, {"SPECWATCH_YARDSTICK": "on"})
     assert kept["SPECWATCH_YARDSTICK"] == "on", "a value the user set wins"
+
+
+def test_a_memo_written_by_an_earlier_version_still_reads(tmp_path: Path) -> None:
+    """Entries were ``<ident>.verdict.json`` before they were ``<ident>.entry.json``: a memo kept from then (the
+    validation page's bisect memos are) is read, and a new entry is written under the new name."""
+    memo = Memo(tmp_path)
+    old = RevisionRun(ident="b" * 40, label="x", verdict=GOOD, reason="r", pytest_rc=0, results=None, seconds=1.0,
+                      measured="2026-01-01T00:00:00+00:00", session="s")
+    (tmp_path / f"{'b' * 40}.verdict.json").write_text(json.dumps(old.to_json()))
+    got = memo.get("b" * 40)
+    assert got is not None and got.verdict == GOOD
+    assert [m.ident for m in memo.entries()] == ["b" * 40]
+    memo.put(old)
+    assert (tmp_path / f"{'b' * 40}.entry.json").is_file()
+    assert [m.ident for m in memo.entries()] == ["b" * 40]  # one entry, whichever files hold it

@@ -1,6 +1,6 @@
 """The memo of measured revisions: one folder per fingerprint of the settings, one entry per measurement.
 
-An entry is ``<ident>.verdict.json`` (a :class:`RevisionRun`, written atomically), beside it the
+An entry is ``<ident>.entry.json`` (a :class:`RevisionRun`, written atomically), beside it the
 measurement's ``<ident>.results.json`` and ``<ident>.log``. Entries of another memo version are
 ignored (measured again), never migrated: their verdicts meant something else.
 """
@@ -50,15 +50,22 @@ class RevisionRun:
         return cls(**known, cached=True)
 
 
+#: an entry's file: one measurement (a round of a side) or one step's verdict, a :class:`RevisionRun` either way
+ENTRY = ".entry.json"
+#: the name entries had before (read, never written): memos recorded by earlier versions keep working
+LEGACY_ENTRY = ".verdict.json"
+
+
 class Memo:
-    """One fingerprint directory: ``<ident>.verdict.json``, ``<ident>.results.json``, ``<ident>.log``."""
+    """One fingerprint directory: ``<ident>.entry.json``, ``<ident>.results.json``, ``<ident>.log``."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
 
     def entry_path(self, ident: str) -> Path:
-        return self.root / f"{ident}.verdict.json"
+        """Where ``ident``'s entry is written (and read; an earlier version's ``.verdict.json`` is read too)."""
+        return self.root / f"{ident}{ENTRY}"
 
     def results_path(self, ident: str) -> Path:
         return self.root / f"{ident}.results.json"
@@ -68,8 +75,11 @@ class Memo:
 
     def get(self, ident: str) -> RevisionRun | None:
         """The entry of ``ident``; None when there is none, or it is unreadable or of another version."""
+        path = self.entry_path(ident)
+        if not path.exists() and (self.root / f"{ident}{LEGACY_ENTRY}").exists():
+            path = self.root / f"{ident}{LEGACY_ENTRY}"
         try:
-            data = read_json(self.entry_path(ident), "memo entry")
+            data = read_json(path, "memo entry")
         except SpecwatchError:
             return None
         if not isinstance(data, dict) or data.get("version") != MEMO_VERSION or "verdict" not in data:
@@ -86,7 +96,8 @@ class Memo:
 
     def entries(self) -> list[RevisionRun]:
         """Every readable entry of this memo folder."""
-        found = [self.get(p.name[: -len(".verdict.json")]) for p in self.root.glob("*.verdict.json")]
+        idents = {p.name[: -len(suffix)] for suffix in (ENTRY, LEGACY_ENTRY) for p in self.root.glob(f"*{suffix}")}
+        found = [self.get(ident) for ident in sorted(idents)]
         return [m for m in found if m is not None]
 
 
