@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def pair_profile(spec_model: str = "ref-tiny", gates: str = "") -> str:
+def pair_profile(spec_model: str = "ref-tiny", gates: str = "",
+                 speculative: str = '{ algorithm = "EAGLE3", num_steps = 2 }') -> str:
     """A plain and an EAGLE-3 reference server on the CPU, as baseline and spec fixtures."""
     text = f"""
 version = 1
@@ -28,7 +29,7 @@ name = "plain"
 [[server]]
 name = "eagle3"
 model = "{spec_model}"
-speculative = {{ algorithm = "EAGLE3", num_steps = 2 }}
+speculative = {speculative}
 [fixtures]
 baseline = "plain"
 spec = "eagle3"

@@ -16,29 +16,12 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from perfrun import pair_profile
+
 ROOT = Path(__file__).resolve().parents[2]
 
-PROFILE = """
-version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-
-[[server]]
-name = "plain"
-
-[[server]]
-name = "eagle3"
-speculative = { algorithm = "EAGLE3", num_steps = 2, eagle_topk = 1, num_draft_tokens = 3 }
-
-[fixtures]
-baseline = "plain"
-spec = "eagle3"
-
-[gates]
-spec_margin = -0.9
-"""
+PROFILE = pair_profile(gates="spec_margin = -0.9", speculative='{ algorithm = "EAGLE3", num_steps = 2, eagle_topk = 1, '
+                       'num_draft_tokens = 3 }')
 
 
 def test_a_first_run_judges_the_speculation_gate_or_says_what_would(tmp_path: Path) -> None:
