@@ -29,9 +29,10 @@ from specwatch.judge import compare
 from specwatch.judge.variance import MachineSession, PooledTerm, term_choice
 from specwatch.served import Served
 from specwatch.store import classspread, machineterm
-from specwatch.store.baseline import Baseline, BaselineStore, session_machine
+from specwatch.store.baseline import Baseline, BaselineStore
 from specwatch.store.result import make_key
 from specwatch.store.roundspread import FILE_NAME, boot_prior
+from specwatch.store.sessions import recorded_label
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,8 @@ def drift_input(store: BaselineStore, base: Baseline, workload: str, metric: str
         prior = _prior(store, mc, profile, workload, metric, engine, served, kind, len(sessions))
     return DriftInput(make_key(profile, workload, metric), f"baseline {path} ({base.recorded})", path,
                       entry.unit, entry.higher_is_better, samples, sessions, recorded,
-                      tuple(_recorded(s) for s in chosen), note, tuple(s.get("yardstick") for s in chosen), machine,
-                      term, term_file, floor, kind, prior, engine, served, dict(entry.extra))
+                      tuple(recorded_label(s) for s in chosen), note, tuple(s.get("yardstick") for s in chosen),
+                      machine, term, term_file, floor, kind, prior, engine, served, dict(entry.extra))
 
 
 def for_key(store: BaselineStore, machine_class: str, profile: str, workload: str, metric: str, *,
@@ -233,13 +234,6 @@ def of_baseline(base: Baseline, workload: str, metric: str) -> DriftInput | None
     root = Path(base.path).resolve().parent.parent if base.path is not None else Path(".")
     found = drift_input(BaselineStore(root), base, workload, metric, engine=str(base.machine.get("engine") or ""))
     return None if isinstance(found, str) else found
-
-
-def _recorded(session: dict[str, Any]) -> str:
-    """'2026-11-29 20:57 on 631fc92cbeb5': when (to the minute) and where a session was recorded."""
-    when = str(session.get("recorded") or "-")[:16].replace("T", " ")
-    machine = session_machine(session)
-    return f"{when} on {machine}" if machine else when
 
 
 __all__ = ["DriftInput", "Prior", "drift_input", "for_key", "of_baseline"]

@@ -49,14 +49,16 @@ def baseline_sessions(path: str | os.PathLike[str]) -> tuple[Baseline, list[KeyS
         kept = [s for s in m.sessions if s.get("samples")]
         found.append(KeySessions(make_key(base.profile, m.workload, m.metric), m.unit, m.higher_is_better,
                                  [MachineSession(s["samples"], session_machine(s)) for s in kept],
-                                 [_recorded(s) for s in kept], [s.get("yardstick") for s in kept]))
+                                 [recorded_label(s) for s in kept], [s.get("yardstick") for s in kept]))
     return base, found
 
 
-def _recorded(session: dict) -> str:
-    """'2026-11-29 20:57 on 631fc92cbeb5': when (to the minute) and where a session was recorded."""
+def recorded_label(session: dict) -> str:
+    """'2026-11-29 20:57 on host:631fc92cbeb5': when (to the minute) and on which machine (labelled as the drift
+    gate groups sessions, :func:`specwatch.store.machine.session_machine`) a session was recorded."""
     when = str(session.get("recorded") or "-")[:16].replace("T", " ")
-    return f"{when} on {session['host']}" if session.get("host") else when
+    machine = session_machine(session)
+    return f"{when} on {machine}" if machine else when
 
 
 def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySessions]:
@@ -79,4 +81,4 @@ def results_sessions(paths: Sequence[str | os.PathLike[str]]) -> dict[str, KeySe
     return found
 
 
-__all__ = ["KeySessions", "baseline_sessions", "results_sessions"]
+__all__ = ["KeySessions", "baseline_sessions", "recorded_label", "results_sessions"]
