@@ -162,3 +162,13 @@ def test_a_stops_run_of_another_format_version_is_one_error() -> None:
     data["version"] = 99
     with pytest.raises(ValueError, match="version 99"):
         stops_live.from_json(data)
+
+
+def test_a_reply_missing_or_mangling_its_fields_is_read_not_crashed_on() -> None:
+    odd = Reply.from_response([7, 3], "ab", {"completion_tokens": None, "finish_reason": "stop"})
+    assert odd.completion_tokens == 2 and odd.finish_type is None and odd.matched is None
+    bare = Reply.from_response([], "", {})
+    assert bare.ids == () and bare.completion_tokens == 0
+    probe = Probe(0, "p", 2, 4, (7, 3, 9), stop_token_id=9)
+    report = stops.judge([probe], None, [bare])
+    assert report.ok is None and len(report.diverged) == 1  # an empty reply never reached its stop: no pass

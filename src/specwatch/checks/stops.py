@@ -85,7 +85,9 @@ class Reply:
         reason = meta_info.get("finish_reason")
         ftype, matched = (reason.get("type"), reason.get("matched")) if isinstance(reason, Mapping) else (None, None)
         ids = tuple(int(t) for t in output_ids)
-        return cls(ids, text, int(meta_info.get("completion_tokens", len(ids))), ftype, matched)
+        count = meta_info.get("completion_tokens")
+        count = count if isinstance(count, int) and not isinstance(count, bool) else len(ids)
+        return cls(ids, text, count, ftype if isinstance(ftype, str) else None, matched)
 
     def to_json(self) -> dict[str, Any]:
         return {"ids": list(self.ids), "text": self.text, "completion_tokens": self.completion_tokens,
