@@ -151,6 +151,15 @@ def __getattr__(name):
     raise ImportError(f"deep_gemm placeholder (specwatch kit): {name} is not available")
 '''
 
+#: a placeholder for ``datasets``: ``sglang.bench_serving`` imports it through its MMMU loader at start, for datasets a
+#: ``random-ids`` run never loads; the real package (and pyarrow under it) is far more than a call can carry
+DATASETS_PLACEHOLDER = '''"""Placeholder of specwatch's SGLang kit: random-ids runs of bench_serving load no dataset."""
+
+
+def load_dataset(*args, **kwargs):
+    raise ImportError("datasets placeholder (specwatch kit): Hugging Face datasets are not in the kit")
+'''
+
 PLATFORMS = ["manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
              "manylinux_2_26_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux_2_5_x86_64", "manylinux1_x86_64"]
@@ -194,7 +203,8 @@ def unpack_wheels(wheels: list[Path], site: Path) -> None:
 
 
 def trim(site: Path, overlay: bool = False) -> list[str]:
-    """Apply TRIMS (each checked by size), drop the big sm90 kernel file's siblings, add the deep_gemm placeholder.
+    """Apply TRIMS (each checked by size), drop the big sm90 kernel file's siblings, add the deep_gemm and datasets
+    placeholders.
     An overlay applies only the trims under the packages it carries, and keeps the base's placeholder."""
     lines = []
     for rel, floor in TRIMS:
@@ -213,9 +223,10 @@ def trim(site: Path, overlay: bool = False) -> list[str]:
         shutil.rmtree(pyc, ignore_errors=True)
     if overlay:
         return lines
-    (site / "deep_gemm").mkdir(exist_ok=True)
-    (site / "deep_gemm" / "__init__.py").write_text(DEEP_GEMM_PLACEHOLDER)
-    lines.append("added deep_gemm placeholder")
+    for name, text in (("deep_gemm", DEEP_GEMM_PLACEHOLDER), ("datasets", DATASETS_PLACEHOLDER)):
+        (site / name).mkdir(exist_ok=True)
+        (site / name / "__init__.py").write_text(text)
+        lines.append(f"added {name} placeholder")
     return lines
 
 
