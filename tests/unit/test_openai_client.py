@@ -52,8 +52,10 @@ def test_ttft_itl_and_tokens_of_a_stream(api: str) -> None:
     # TTFT: the first chunk with text (chat's role-only chunk and the keep-alive comment do not count)
     assert gen.ttft_s >= 0.8 * FIRST
     assert len(gen.chunk_gaps_s) == 5 and gen.chunk_tokens == [1] * 5
-    assert all(g >= 0.8 * DELAY for g in gen.chunk_gaps_s), gen.chunk_gaps_s
-    assert len(gen.itl_s) == 5 and gen.e2e_s >= gen.ttft_s + 5 * 0.8 * DELAY
+    # each gap is a later chunk's arrival: positive; its size depends on when this process got to read (a loaded
+    # host reads one chunk late and the next early), so only the whole stream is bounded by the server's sleeps
+    assert all(g > 0 for g in gen.chunk_gaps_s), gen.chunk_gaps_s
+    assert len(gen.itl_s) == 5 and gen.e2e_s >= 0.8 * (FIRST + 5 * DELAY)
     body = app[BODIES][0]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["ignore_eos"] is True and body["temperature"] == 0 and body["max_tokens"] == 6
