@@ -49,3 +49,27 @@ def run_perf(tmp_path: Path, profile: str, targets: list[str], *args: str, timeo
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "PYTEST_XDIST"))}
     env["SPECWATCH_YARDSTICK"] = "off"
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS``'s output, stripped; CalledProcessError when it fails."""
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def profile_history(repo: Path, template: str, history: list[tuple[str, str]]) -> list[str]:
+    """A new git repository at ``repo`` whose commits each write ``profile.toml`` (``template`` with ``{extra}``
+    filled from the history's second field) and add a line to ``CHANGES``: a server's history as a bisection sees
+    it. Returns the shas, oldest first."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.invalid")
+    git(repo, "config", "user.name", "ci")
+    shas = []
+    for message, extra in history:
+        (repo / "profile.toml").write_text(template.format(extra=extra))
+        with open(repo / "CHANGES", "a") as fh:
+            fh.write(message + "\n")
+        git(repo, "add", "profile.toml", "CHANGES")
+        git(repo, "commit", "-q", "-m", message)
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return shas

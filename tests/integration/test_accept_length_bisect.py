@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from perfrun import profile_history
 
 from specwatch.revisions.gitbisect import bisect_commits
 
@@ -34,10 +35,6 @@ KEY = "eagle3/single-stream/accept_length"
 PYTEST_ARGS = ["-m", "perf", str(ROOT / "tests" / "perf" / "test_throughput.py"), "-k", "drift and decode",
                "-p", "no:cacheprovider", "-q", "--specwatch-yardstick=off", "--specwatch-runs=5",
                "--specwatch-warmup=1"]
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def test_ab_names_a_5_percent_acceptance_drop_that_throughput_cannot(tmp_path: Path) -> None:
@@ -65,21 +62,10 @@ def test_ab_names_a_5_percent_acceptance_drop_that_throughput_cannot(tmp_path: P
 @pytest.mark.nightly
 def test_bisect_on_accept_length_names_the_commit_that_made_the_draft_worse(tmp_path: Path) -> None:
     repo = tmp_path / "server"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "ci@example.invalid")
-    _git(repo, "config", "user.name", "ci")
     history = [("base server", ""), ("docs: launch notes", ""), ("scheduler: tidy logging", ""),
                ("draft: retune the draft head", WORSE_DRAFT), ("docs: changelog", WORSE_DRAFT),
                ("engine: comments", WORSE_DRAFT)]
-    shas = []
-    for message, extra in history:
-        (repo / "profile.toml").write_text(PROFILE.format(extra=extra))
-        with open(repo / "CHANGES", "a") as fh:
-            fh.write(message + "\n")
-        _git(repo, "add", "profile.toml", "CHANGES")
-        _git(repo, "commit", "-q", "-m", message)
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+    shas = profile_history(repo, PROFILE, history)
     out = io.StringIO()
     outcome = bisect_commits(
         repo=repo, good=shas[0], bad=shas[-1], workdir=ROOT, memo=tmp_path / "memo", out=out, timeout_s=300,

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from perfrun import git, profile_history
 
 from specwatch.revisions.gitbisect import bisect_commits
 
@@ -38,17 +38,9 @@ SLOW = f'pythonpath = ["{SLOWDOWN}"]\nextra_env = {{ SPECWATCH_SLOWDOWN_US = "10
 UNBOOTABLE = 'extra_args = ["--no-such-flag"]'
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def server_repo(tmp_path: Path) -> tuple[Path, list[str]]:
     repo = tmp_path / "server"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "ci@example.invalid")
-    _git(repo, "config", "user.name", "ci")
     history = [
         ("base server", ""),
         ("scheduler: tidy logging", ""),
@@ -61,15 +53,7 @@ def server_repo(tmp_path: Path) -> tuple[Path, list[str]]:
         ("docs: changelog", SLOW),
         ("scheduler: retry on abort", SLOW),
     ]
-    shas = []
-    for message, extra in history:
-        (repo / "profile.toml").write_text(PROFILE.format(extra=extra))
-        with open(repo / "CHANGES", "a") as fh:
-            fh.write(message + "\n")
-        _git(repo, "add", "profile.toml", "CHANGES")
-        _git(repo, "commit", "-q", "-m", message)
-        shas.append(_git(repo, "rev-parse", "HEAD"))
-    return repo, shas
+    return repo, profile_history(repo, PROFILE, history)
 
 
 # nightly: 5-6 steps of 2-4 rounds each boot the server 20-40 times (5-15 min on 2 cores); the default run
@@ -99,7 +83,7 @@ def test_bisect_names_the_commit_that_slowed_the_server(server_repo: tuple[Path,
     assert " round 2 good: plain/" in text, text  # the good revision is measured inside the steps
     bad_end = next(m for m in outcome.visited if m.ident == shas[-1])
     assert bad_end.detail["rounds"] == 2, text  # a slowdown this large ends at the first look
-    assert _git(repo, "rev-parse", "HEAD") == shas[-1] and _git(repo, "status", "--porcelain") == ""
-    assert len(_git(repo, "worktree", "list").splitlines()) == 1  # the good worktree is gone
+    assert git(repo, "rev-parse", "HEAD") == shas[-1] and git(repo, "status", "--porcelain") == ""
+    assert len(git(repo, "worktree", "list").splitlines()) == 1  # the good worktree is gone
     assert dict(os.environ) == env_before
     assert "engine: one more pass per attention call" in text
