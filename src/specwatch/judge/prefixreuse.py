@@ -223,4 +223,4 @@ def _row(rep: ReuseReport, what: str, spec: float, plain: float, unit: str, ok: 
     plain_name, spec_name = rep.names
     return ReportRow(key=f"{spec_name} vs {plain_name} (multi-turn, {what})", n=rep.spec_deep.requests, median=spec,
                      unit=unit, baseline_median=plain, change=spec / plain - 1 if plain else None,
-                     verdict="no_change" if ok else "regression", higher_is_better=higher)
+                     verdict="pass" if ok else "regression", higher_is_better=higher)
