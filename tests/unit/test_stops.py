@@ -100,6 +100,8 @@ def test_without_a_plain_server_a_leak_still_fails() -> None:
     spec = [serve(p, PLAIN, [2] * 20, cap_first=True) for p in probes]
     report = stops.judge(probes, None, spec, ("(none)", "eagle3"))
     assert report.ok is False and {f.server for f in report.findings} == {"eagle3"}
+    alone = stops.judge(probes, None, [serve(p, PLAIN, [1] * 20, cap_first=True) for p in probes], ("(none)", "e"))
+    assert alone.ok is True and "judged on e alone (no plain server to compare with)" in alone.summary()
 
 
 def test_a_stop_string_left_in_the_text_is_a_leak() -> None:

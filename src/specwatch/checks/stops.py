@@ -153,6 +153,7 @@ class StopReport:
     """Every probe's verdict: findings (failures), the probes that never reached their stop, the ones that held."""
 
     names: tuple[str, str]  # (plain, speculative) server names
+    compared: bool = True  # False: no plain server's replies; the speculative ones were judged alone
     probes: int = 0
     held: int = 0
     findings: list[Finding] = field(default_factory=list)
@@ -182,8 +183,10 @@ class StopReport:
         if not self.held:
             return (f"none of {self.probes} stop probes reached its stop on both servers (outputs diverged before "
                     "it): cannot tell")
-        return (f"{self.held} of {self.probes} stop probes identical on {plain} and {spec}: every stop inside an "
-                "accepted run ended the output there, within max_new_tokens")
+        where = (f"identical on {plain} and {spec}" if self.compared else
+                 f"judged on {spec} alone (no plain server to compare with)")
+        return (f"{self.held} of {self.probes} stop probes {where}: every stop inside an accepted run ended the "
+                "output there, within max_new_tokens")
 
     def message(self, limit: int = 6) -> str:
         lines = [self.summary()]
@@ -245,7 +248,7 @@ def judge(probes: Sequence[Probe], plain: Sequence[Reply] | None, spec: Sequence
 
     ``plain`` None: only the speculative server was reachable; its replies are judged on their own.
     """
-    rep = StopReport(names, probes=len(probes))
+    rep = StopReport(names, compared=plain is not None, probes=len(probes))
     sides: list[tuple[str, Sequence[Reply]]] = [(names[1], spec)]
     if plain is not None:
         sides.insert(0, (names[0], plain))
