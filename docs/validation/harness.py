@@ -704,6 +704,33 @@ def sglang_8b_perf_costs_x1(p: Plan) -> None:
                            gpu="0")]]]
 
 
+SGL8B_FA3 = "docs/validation/sglang/eagle3-8b-fa3.toml"
+SGL8B_EAGER_EXTEND = "docs/validation/sglang/eagle3-8b-eager-extend.toml"
+
+
+def sglang_8b_extend_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: ``specwatch ab`` of the healthy server
+    (triton attention, every phase graphed) against the same server with SGLang's own switch
+    SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH=1: what an eager draft extend costs, the backend held fixed (resumable).
+    The call that carries the kit; sglang-8b-fa3-x1 follows on the same warm machine."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  _sgl_ab(p, "sgl8b-ab-eager-extend", SGL8B_EAGER_EXTEND, 480, "2", base=SGL8B_BASE,
+                          round_history=SGL_STORE)]]]
+
+
+def sglang_8b_fa3_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU with the attention backend SGLang picks by
+    itself (FA3 on Hopper, topk 1): sgl-kernel's FA3 installed into the kit (docs/validation/sglang_fa3.py; carry
+    .kit/sgl-fa3-hdim128.tar.xz on a warm machine a call with the kit set up), the phase-graph check on that server
+    (nothing injected: does it graph draft extend?), then ``specwatch ab`` of the triton server (draft extend
+    graphed) against it (resumable)."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sgl-fa3", [p.py, "docs/validation/sglang_fa3.py", "install"], 60),
+                  p.pytest("sgl8b-phase-graphs-fa3", 200, "-m", "correctness", "tests/correctness/test_phase_graphs.py",
+                           "-k", "every_speculative_phase", f"--specwatch-profiles={SGL8B_FA3}", gpu="0"),
+                  _sgl_ab(p, "sgl8b-ab-fa3", SGL8B_FA3, 420, "2", base=SGL8B_BASE, round_history=SGL_STORE)]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -816,6 +843,13 @@ SCENARIOS = {s.name: s for s in (
              "speculative flags never reach it, and a dead draft", "(new: issue 42)", sglang_8b_spec_costs_x1),
     Scenario("sglang-8b-perf-costs-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the TTFT and "
              "prefix-reuse gates of EAGLE-3 against plain decoding", "(new: issue 42)", sglang_8b_perf_costs_x1),
+    Scenario("sglang-8b-extend-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: ab of "
+             "the healthy server against the same with SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH=1 (what an eager "
+             "draft extend costs, triton held fixed)", "(new: issue 42)", sglang_8b_extend_x1),
+    Scenario("sglang-8b-fa3-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU, nothing "
+             "injected: SGLang's default backend on Hopper (FA3): the phase-graph check, then ab of triton (draft "
+             "extend graphed) against it; after sglang-8b-extend-x1 on the same warm machine", "(new: issue 42)",
+             sglang_8b_fa3_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
