@@ -726,9 +726,12 @@ def sglang_8b_fa3_x1(p: Plan) -> None:
     graphed) against it (resumable)."""
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
                   Step("sgl-fa3", [p.py, "docs/validation/sglang_fa3.py", "install"], 60),
+                  Step("sgl-fa3-probe", [p.py, "docs/validation/sglang_fa3.py", "probe"], 90, "0",
+                       {"PYTHONPATH": "/tmp/sgl/site", "CUDA_LAUNCH_BLOCKING": "1"}),
                   p.pytest("sgl8b-phase-graphs-fa3", 200, "-m", "correctness", "tests/correctness/test_phase_graphs.py",
                            "-k", "every_speculative_phase", f"--specwatch-profiles={SGL8B_FA3}", gpu="0"),
-                  _sgl_ab(p, "sgl8b-ab-fa3", SGL8B_FA3, 420, "2", base=SGL8B_BASE, round_history=SGL_STORE)]]]
+                  _sgl_ab(p, "sgl8b-ab-fa3", SGL8B_FA3, 420, p.s["max_rounds_fa3"], base=SGL8B_BASE,
+                          round_history=SGL_STORE)]]]
 
 
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:

@@ -44,8 +44,10 @@ _UNIT = re.compile(rb"_INTERNAL_[0-9a-f]+_\d+_([A-Za-z0-9_]+?)_cu_")
 
 @dataclass(frozen=True)
 class Cubin:
-    """One entry of a fat binary: where its payload lies in the file, for which SM, and whether zstd packed it."""
+    """One entry of a fat binary: the fat binary's offset, where its payload lies in the file, for which SM, and
+    whether zstd packed it."""
 
+    fatbin: int
     start: int
     size: int
     arch: int
@@ -85,7 +87,7 @@ def cubins(blob: bytes | bytearray, start: int, end: int) -> list[Cubin]:
             _kind, _flags, entry_header, payload = struct.unpack_from("<HHIQ", blob, entry)
             arch, = struct.unpack_from("<I", blob, entry + 28)
             first = entry + entry_header
-            found.append(Cubin(first, payload, arch, bytes(blob[first:first + 4]) == ZSTD_MAGIC))
+            found.append(Cubin(at, first, payload, arch, bytes(blob[first:first + 4]) == ZSTD_MAGIC))
             entry = first + payload
         at = stop
     return found
@@ -113,16 +115,22 @@ def wanted(unit: str, arch: int, sm: int = 90, head_dim: int = 128, dtype: str =
 
 
 def slim(so: bytearray) -> tuple[Counter[str], int]:
-    """Zero, in place, every cubin of ``so`` that ``wanted`` refuses; returns the kept units (bytes each) and the
-    bytes zeroed."""
+    """Zero, in place, every fat binary of ``so`` whose sm_90 cubin ``wanted`` refuses; a kept unit keeps all its
+    entries (the driver reads a fat binary's entries to pick one, and a zeroed zstd entry beside the kept cubin made
+    the first launch fail on the H100, 2026-12-05). Returns the kept units (bytes each) and the bytes zeroed."""
     off, size = fatbin_section(so)
     kept: Counter[str] = Counter()
     zeroed = 0
+    groups: dict[int, list[Cubin]] = {}
     for c in cubins(so, off, off + size):
-        unit = unit_of(bytes(so[c.start:c.start + c.size]), c.compressed) if c.arch == 90 else ""
-        if wanted(unit, c.arch):
-            kept[unit] += c.size
-        else:
+        groups.setdefault(c.fatbin, []).append(c)
+    for group in groups.values():
+        sm90 = [c for c in group if c.arch == 90]
+        unit = unit_of(bytes(so[sm90[0].start:sm90[0].start + sm90[0].size]), sm90[0].compressed) if sm90 else ""
+        if unit and wanted(unit, 90):
+            kept[unit] += sum(c.size for c in group)
+            continue
+        for c in group:
             so[c.start:c.start + c.size] = bytes(c.size)
             zeroed += c.size
     return kept, zeroed
@@ -165,6 +173,40 @@ def install(archive: Path, site: Path) -> None:
     print(f"sglang_fa3: {MEMBER} installed into {site}")
 
 
+def probe() -> int:
+    """There: FA3's two entry points at the 8B shape's sizes (32 query heads, 8 KV heads, 128 wide, bf16; a paged
+    cache of page size 1, as SGLang calls them), each synchronised, so a kernel that cannot run is named here, not
+    at a later cuBLAS call. Returns 0 when both ran."""
+    import torch
+    from sgl_kernel.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
+
+    dev, bf16 = "cuda", torch.bfloat16
+    failed = 0
+    for batch, new, ctx in ((1, 1, 64), (1, 3, 64), (4, 3, 200), (1, 48, 48)):
+        try:
+            q = torch.randn(batch * new, 32, 128, device=dev, dtype=bf16)
+            pages = batch * ctx
+            k = torch.randn(pages, 1, 8, 128, device=dev, dtype=bf16)
+            v = torch.randn_like(k)
+            table = torch.arange(pages, device=dev, dtype=torch.int32).view(batch, ctx)
+            seqlens = torch.full((batch,), ctx, device=dev, dtype=torch.int32)
+            cu_q = torch.arange(0, batch * new + 1, new, device=dev, dtype=torch.int32)
+            flash_attn_with_kvcache(q=q, k_cache=k, v_cache=v, page_table=table, cache_seqlens=seqlens,
+                                    cu_seqlens_q=cu_q, max_seqlen_q=new, causal=True)
+            torch.cuda.synchronize()
+            kv = torch.randn(batch * new, 8, 128, device=dev, dtype=bf16)
+            flash_attn_varlen_func(q, kv, kv, cu_seqlens_q=cu_q, cu_seqlens_k=cu_q, max_seqlen_q=new,
+                                   max_seqlen_k=new, causal=True)
+            torch.cuda.synchronize()
+            print(f"sglang_fa3: probe batch {batch}, {new} new token(s), context {ctx}: ran")
+        except Exception as exc:  # noqa: BLE001 (the probe reports whatever the kernel raised)
+            failed += 1
+            print(f"sglang_fa3: probe batch {batch}, {new} new token(s), context {ctx}: {type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0]}")
+            break  # a CUDA error is sticky: later launches would only repeat it
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="sglang_fa3.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -174,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("install", help="there, after sglang_kit.py setup: into the kit's site")
     i.add_argument("--archive", default=str(ARCHIVE))
     i.add_argument("--site", default="/tmp/sgl/site")
+    sub.add_parser("probe", help="there, on the GPU with the kit's site on PYTHONPATH: FA3's kernels at the 8B sizes")
     a = ap.parse_args(argv)
+    if a.what == "probe":
+        return probe()
     if a.what == "build":
         build(Path(a.wheel), Path(a.out))
     else:
