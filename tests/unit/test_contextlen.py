@@ -95,3 +95,12 @@ def test_lengths_are_cut_to_a_real_servers_input_limit() -> None:
     assert ContextSweep(lengths=(128,)).fit(4090) == ([(128, 128)], "")
     ids = sweep.ids(1024)
     assert len(ids) == 3 and all(len(p) == 1024 for p in ids) and ids == sweep.ids(1024) and ids != sweep.ids(128)
+
+
+def test_a_server_that_never_pays_is_named_at_its_shortest_input() -> None:
+    """The reference server on 2 CPU cores (ref-tiny, 128 output tokens: the medians of a run of this test's perf
+    test): its draft step costs nearly a target step, so speculation loses at 128 input tokens and pays at 879,
+    where the plain server's attention over the whole prefix slows it."""
+    runs = [LengthRun(128, (704.0,), (468.5,), 384, 196), LengthRun(879, (189.8,), (401.4,), 384, 191, asked=1024)]
+    v = judge(runs, names=("eagle3", "plain"))
+    assert v.reason == "speculation stops paying at 128 tokens: 0.67x plain decoding (accept length 1.96)"

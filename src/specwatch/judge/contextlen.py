@@ -149,8 +149,9 @@ def judge(runs: Sequence[LengthRun], gate: ContextGate = REPORT_ONLY, *, names: 
                             f"{runs[0].label()} ({(r.accept_length / ref - 1) * 100:+.1f}%, allowed "
                             f"-{gate.accept_drop:.0%})")
     timed = [r for r in runs if r.timed]
+    first = "" if cliff is runs[0] else f"; {_speed(runs[0])} and {_acc(runs[0])} at {runs[0].label()}"
     pays = (f"speculation stops paying at {cliff.label()}: {cliff.speedup:.2f}x plain decoding (accept length "
-            f"{_acc(cliff)}; {_speed(runs[0])} and {_acc(runs[0])} at {runs[0].label()})" if cliff else
+            f"{_acc(cliff)}{first})" if cliff else
             f"speculation pays at every length timed: {min(r.speedup for r in timed):.2f}x to "
             f"{max(r.speedup for r in timed):.2f}x up to {timed[-1].label()}" if timed else
             "no length's decode could be timed")
