@@ -710,9 +710,10 @@ def sglang_8b_acceptance_x1(p: Plan) -> None:
     4,082 tokens, 1.37x the KV pool of 32,768 that --max-total-tokens sets; after /flush_cache), its soak (6
     repetitions, each after 5 x 4,082 unrelated tokens), then the context-length table (128, 1,024, 2,048 and 4,096
     input tokens, the last cut to 3,946 by context_len 4,096) on the EAGLE-3 server, still up, and the plain one,
-    gated up to 4,096 tokens. Two boots of about 60 s; about 60 s of requests."""
+    gated up to 4,096 tokens. Two boots of about 60 s (in file order: a random order could boot a third); about 60 s
+    of requests."""
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
-                  p.pytest("sgl8b-acceptance", 280, "-m", "correctness or perf",
+                  p.pytest("sgl8b-acceptance", 280, "-m", "correctness or perf", "-p", "no:randomly",
                            "tests/correctness/test_acceptance_cache_life.py", "tests/perf/test_context_length.py",
                            "--specwatch-yardstick=off", "--specwatch-baseline-dir=/tmp/specwatch-none",
                            "--specwatch-acceptance-soak=6", "--specwatch-context-gate-until=4096",
