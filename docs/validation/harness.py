@@ -69,6 +69,7 @@ SETTINGS: dict[str, str] = {
     "pairs": "3",  # drift-pytest: slowed/healthy pairs per GPU
     "rounds": "2",
     "max_rounds": "4",
+    "max_rounds_fa3": "2",
     "tolerance": "",  # ab: empty for ab's default (each key's own, from its recorded round spread)
     "alpha": "",  # ab: empty for ab's default
     "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
@@ -734,6 +735,22 @@ def sglang_8b_fa3_x1(p: Plan) -> None:
                           round_history=SGL_STORE)]]]
 
 
+def sglang_8b_acceptance_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy servers, one pytest run: acceptance over
+    the cache's life on the EAGLE-3 server (8 prompts x 512 ids, 128 tokens each, before; after 11 unrelated prompts x
+    4,082 tokens, 1.37x the KV pool of 32,768 that --max-total-tokens sets; after /flush_cache), its soak (6
+    repetitions, each after 5 x 4,082 unrelated tokens), then the context-length table (128, 1,024, 2,048 and 4,096
+    input tokens, the last cut to 3,946 by context_len 4,096) on the EAGLE-3 server, still up, and the plain one,
+    gated up to 4,096 tokens. Two boots of about 60 s (in file order: a random order could boot a third); about 60 s
+    of requests."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  p.pytest("sgl8b-acceptance", 280, "-m", "correctness or perf", "-p", "no:randomly",
+                           "tests/correctness/test_acceptance_cache_life.py", "tests/perf/test_context_length.py",
+                           "--specwatch-yardstick=off", "--specwatch-baseline-dir=/tmp/specwatch-none",
+                           "--specwatch-acceptance-soak=6", "--specwatch-context-gate-until=4096",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0")]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -853,6 +870,10 @@ SCENARIOS = {s.name: s for s in (
              "injected: SGLang's default backend on Hopper (FA3): the phase-graph check, then ab of triton (draft "
              "extend graphed) against it; after sglang-8b-extend-x1 on the same warm machine", "(new: issue 42)",
              sglang_8b_fa3_x1),
+    Scenario("sglang-8b-acceptance-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy: "
+             "accept length and output over the cache's life (before, after eviction by traffic, after /flush_cache) "
+             "and a soak; the context-length table of EAGLE-3 against plain decoding, gated up to 4,096 tokens",
+             "(new: issue 43, items 3 and 4)", sglang_8b_acceptance_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

@@ -76,3 +76,67 @@ def test_the_perturbed_draft_flag_is_documented_and_bounded() -> None:
                    cuda_available=False).ref_fault_perturb_draft == 0.5
     with pytest.raises(ArgError, match="--ref-fault-perturb-draft"):
         resolve(build_parser().parse_args(["--ref-fault-perturb-draft", "-1"]), cuda_available=False)
+
+
+def _ids(seed: int, n: int) -> list[int]:
+    import random
+
+    rng = random.Random(seed)
+    return [rng.randrange(32, 127) for _ in range(n)]
+
+
+def _cycles(eng: Engine, prompt: list[int], n: int = 24) -> tuple[list[int], int]:
+    """One greedy request alone: its output and its verify cycles."""
+    rid = f"r{eng.prefilled}-{len(prompt)}"
+    eng.add_request(RequestSpec(rid, prompt, n, ignore_eos=True))
+    out, cycles = [], 0
+    while eng.has_work():
+        step = eng.step()
+        out += step.new_tokens.get(rid, [])
+        cycles += rid in step.accept_lens
+    return out, cycles
+
+
+def test_a_stale_draft_accepts_less_after_a_pools_worth_of_prompts_until_a_flush() -> None:
+    eng = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3", num_steps=2,
+                              max_running_requests=2, fault_stale_draft_after=0))
+    assert eng.max_total_tokens == 2048  # 2 slots x ref-tiny's 1,024: the limit when the flag has no value
+    fresh = _cycles(eng, _ids(1, 200))
+    for seed in (10, 11):  # 2 x 1,000 prompt tokens: 2,200 prefilled in all, past the pool
+        _cycles(eng, _ids(seed, 1000), 1)
+    assert eng.prefilled == 2200 and eng.draft_stale
+    stale = _cycles(eng, _ids(1, 200))
+    assert stale[0] == fresh[0] and stale[1] > fresh[1], (fresh, stale)  # lossless, more cycles
+    assert eng.flush() and eng.prefilled == 0 and not eng.draft_stale
+    assert _cycles(eng, _ids(1, 200)) == fresh  # the flush restores it exactly
+    limited = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3",
+                                  num_steps=2, fault_stale_draft_after=150))
+    assert not limited.draft_stale
+    _cycles(limited, _ids(1, 200))
+    assert limited.draft_stale  # 200 > 150 prompt tokens
+
+
+def test_a_draft_past_its_context_accepts_little_there_and_stays_lossless() -> None:
+    healthy = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3",
+                                  num_steps=2))
+    faulty = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3",
+                                 num_steps=2, fault_draft_context=256))
+    short, long = _ids(3, 64), _ids(4, 600)
+    assert _cycles(faulty, short) == _cycles(healthy, short)  # positions below 256: untouched
+    (h_out, h_cycles), (f_out, f_cycles) = _cycles(healthy, long), _cycles(faulty, long)
+    assert f_out == h_out and f_cycles > h_cycles
+    assert 24 / f_cycles < 1.3, f_cycles  # nearly every draft token refused past the limit
+
+
+def test_the_cache_and_context_fault_flags_are_documented_and_bounded() -> None:
+    text = build_parser().format_help()
+    assert "--ref-fault-stale-draft" in text and "--ref-fault-draft-context" in text
+    parse = build_parser().parse_args
+    assert resolve(parse(["--ref-fault-stale-draft"]), cuda_available=False).ref_fault_stale_draft == 0
+    assert resolve(parse(["--ref-fault-stale-draft", "5000"]), cuda_available=False).ref_fault_stale_draft == 5000
+    assert resolve(parse([]), cuda_available=False).ref_fault_stale_draft is None
+    assert resolve(parse(["--ref-fault-draft-context", "2048"]), cuda_available=False).ref_fault_draft_context == 2048
+    with pytest.raises(ArgError, match="--ref-fault-stale-draft"):
+        resolve(parse(["--ref-fault-stale-draft", "-1"]), cuda_available=False)
+    with pytest.raises(ArgError, match="--ref-fault-draft-context"):
+        resolve(parse(["--ref-fault-draft-context", "-5"]), cuda_available=False)

@@ -12,6 +12,8 @@ draft alive            :mod:`.draft_alive`                 :mod:`specwatch.judge
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 stops                  :mod:`.stops_live`                  :mod:`.stops`
 prefix reuse           :mod:`.prefix_reuse`                :mod:`specwatch.judge.prefixreuse`
+cache life, soak       :mod:`.cache_life`                  :mod:`specwatch.judge.cachelife`
+context length         :mod:`.context_length`              :mod:`specwatch.judge.contextlen`
 all-reduce tuning      :mod:`.allreduce` (CLI)             :mod:`.allreduce_ranks` (rank processes)
 =====================  ==================================  =========================================
 
@@ -24,6 +26,8 @@ __all__ = [
     "accept_length",
     "allreduce",
     "allreduce_ranks",
+    "cache_life",
+    "context_length",
     "draft_alive",
     "envcheck",
     "environment",

@@ -3,8 +3,10 @@ the one Verdict type of checks and gates. Imports nothing else of specwatch but 
 """
 
 __all__ = [
+    "cachelife",
     "changepoint",
     "compare",
+    "contextlen",
     "cyclecost",
     "diagnose",
     "draftalive",

@@ -3,7 +3,7 @@ are ready (graphs captured), then open the HTTP port; SIGTERM/SIGINT stop everyt
 
 FAULT SWITCHES (reference-only; see ``specwatch.refserver.args`` and ``--help``):
 ``--ref-fault-eager-verify``, ``--ref-fault-slowdown PCT``, ``--ref-fault-diverge``, ``--ref-fault-perturb-draft S``,
-``--ref-fault-drop-env PREFIX``.
+``--ref-fault-stale-draft [TOKENS]``, ``--ref-fault-draft-context POS``, ``--ref-fault-drop-env PREFIX``.
 
 Top-level imports stay minimal: spawned workers import this module as ``__mp_main__`` before they
 run, and they must retitle themselves as early as possible.
@@ -69,7 +69,9 @@ class Launcher:
                     decode_log_interval=a.decode_log_interval, log_level=a.log_level, dist_port=dist_port,
                     parent_pid=self.pid, seed=int(a.random_seed or 0),
                     fault_eager_verify=a.ref_fault_eager_verify, fault_slowdown_pct=a.ref_fault_slowdown,
-                    fault_diverge=a.ref_fault_diverge, fault_perturb_draft=a.ref_fault_perturb_draft)
+                    fault_diverge=a.ref_fault_diverge, fault_perturb_draft=a.ref_fault_perturb_draft,
+                    fault_stale_draft_after=-1 if a.ref_fault_stale_draft is None else a.ref_fault_stale_draft,
+                    fault_draft_context=a.ref_fault_draft_context)
                 p = self.ctx.Process(target=worker.run, args=(cfg, self.cmd_q if rank == 0 else None, self.out_q),
                                      name=f"scheduler_{rank}", daemon=False)
                 p.start()

@@ -9,6 +9,14 @@ FAULT SWITCHES (reference-only, for proving specwatch's checks on real causes):
   --ref-fault-perturb-draft S  add a fixed random bias of S standard deviations to the draft's logits:
                                the draft proposes other tokens, the target still verifies every one, so
                                greedy output is unchanged and acceptance drops
+  --ref-fault-stale-draft [TOKENS]
+                               the draft goes stale (a fixed bias of 1 standard deviation on its logits) once more
+                               than TOKENS prompt tokens were prefilled since boot or the last /flush_cache (no
+                               value: the KV pool's size, the traffic that turns a prefix cache over); a successful
+                               /flush_cache restores it. Greedy output stays lossless
+  --ref-fault-draft-context POS
+                               the draft is nearly dead (a bias of 3 standard deviations) at cache positions at or
+                               past POS, as a draft trained on shorter contexts; greedy output stays lossless
   --ref-fault-drop-env PREFIX  remove every variable starting with PREFIX from the workers'
                                environment before they are spawned (reproduces "the NCCL variables
                                never reached the workers"); may be repeated
@@ -79,6 +87,8 @@ class ServerArgs:
     ref_fault_slowdown: float = 0.0
     ref_fault_diverge: bool = False
     ref_fault_perturb_draft: float = 0.0
+    ref_fault_stale_draft: int | None = None
+    ref_fault_draft_context: int = 0
     ref_fault_drop_env: list[str] = field(default_factory=list)
     # Resolved, not flags.
     cuda_graph_bs: list[int] = field(default_factory=list)
@@ -142,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ref-fault-perturb-draft", type=float, default=0.0, metavar="SCALE",
                    help="add a fixed random bias of SCALE standard deviations to the draft's logits: acceptance "
                         "drops, greedy output stays lossless (the target verifies every draft token)")
+    g.add_argument("--ref-fault-stale-draft", type=int, nargs="?", const=0, default=None, metavar="TOKENS",
+                   help="the draft goes stale (acceptance drops, output lossless) once more than TOKENS prompt tokens "
+                        "were prefilled since boot or the last /flush_cache (no value: the KV pool's size); a "
+                        "successful /flush_cache restores it")
+    g.add_argument("--ref-fault-draft-context", type=int, default=0, metavar="POS",
+                   help="the draft's quality falls at cache positions at or past POS (acceptance near none there, "
+                        "output lossless): a draft trained on shorter contexts")
     g.add_argument("--ref-fault-drop-env", action="append", default=[], metavar="PREFIX",
                    help="remove variables with this prefix from the workers' environment (repeatable)")
     return p
@@ -229,6 +246,10 @@ def resolve(ns: argparse.Namespace, *, cuda_available: bool | None = None,
     if not 0 <= args.ref_fault_perturb_draft <= 100:
         raise ArgError(f"--ref-fault-perturb-draft must be in [0, 100] standard deviations, "
                        f"got {args.ref_fault_perturb_draft}")
+    if args.ref_fault_stale_draft is not None and args.ref_fault_stale_draft < 0:
+        raise ArgError(f"--ref-fault-stale-draft must be a number of tokens >= 0, got {args.ref_fault_stale_draft}")
+    if args.ref_fault_draft_context < 0:
+        raise ArgError(f"--ref-fault-draft-context must be a position >= 0, got {args.ref_fault_draft_context}")
     if args.device == "auto":
         has_cuda = _cuda_available() if cuda_available is None else cuda_available
         args.device = "cuda" if has_cuda else "cpu"

@@ -31,6 +31,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 CPU_SINGLE_THREAD_MAX_WIDTH = 256  # on CPU, models this narrow run their ops on one thread
 MAX_PREFILL_TOKENS = 16384  # padded tokens per prefill batch (at least one request is always admitted)
 DRAFT_BIAS_SEED = 4242  # fault_perturb_draft's bias vector
+STALE_DRAFT_SDS = 1.0  # fault_stale_draft_after: the bias (standard deviations) of a draft gone stale
+CONTEXT_DRAFT_SDS = 3.0  # fault_draft_context: the bias on draft positions at or past the limit
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class EngineConfig:
     fault_slowdown_pct: float = 0.0
     fault_diverge: bool = False
     fault_perturb_draft: float = 0.0
+    fault_stale_draft_after: int = -1  # -1 off; else prompt tokens since the last flush (0: the KV pool's size)
+    fault_draft_context: int = 0  # 0 off; else the first position whose draft token is biased
     seed: int = 0
 
 
@@ -130,6 +134,10 @@ class Engine:
         self.free_slots = list(range(self.num_slots))
         self.runners: dict[tuple[str, str], GraphRunner] = {}
         self.draft_bias = self._draft_bias(cfg.fault_perturb_draft)
+        # fault_stale_draft_after / fault_draft_context: the same fixed vector, one standard deviation long
+        faulty = cfg.fault_stale_draft_after >= 0 or cfg.fault_draft_context > 0
+        self.fault_bias = self._draft_bias(1.0) if faulty else None
+        self.prefilled = 0  # prompt tokens prefilled since boot or the last flush
 
     # ---- contract properties --------------------------------------------------------------------
     @property
@@ -149,6 +157,22 @@ class Engine:
             return None
         gen = torch.Generator().manual_seed(DRAFT_BIAS_SEED)
         return (scale * torch.randn(self.preset.vocab_size, generator=gen)).to(self.device)
+
+    @property
+    def draft_stale(self) -> bool:
+        """fault_stale_draft_after: more prompt tokens prefilled since boot or the last flush than its limit (0:
+        the KV pool's size, the traffic that turns a prefix cache of that pool over)."""
+        after = self.cfg.fault_stale_draft_after
+        return after >= 0 and self.prefilled > (after or self.max_total_tokens)
+
+    def _fault_sds(self, positions: torch.Tensor) -> torch.Tensor:
+        """Per request, the standard deviations of bias on the draft token predicted at ``positions`` [B]."""
+        sds = torch.zeros(positions.shape, dtype=torch.float32, device=positions.device)
+        if self.draft_stale:
+            sds += STALE_DRAFT_SDS
+        if self.cfg.fault_draft_context > 0:
+            sds += CONTEXT_DRAFT_SDS * (positions >= self.cfg.fault_draft_context).float()
+        return sds
 
     # ---- graphs -------------------------------------------------------------------------------
     def graph_bs(self) -> list[int]:
@@ -256,6 +280,7 @@ class Engine:
             return False
         self.model.kv.zero_()
         self.free_slots = list(range(self.num_slots))
+        self.prefilled = 0
         return True
 
     def has_work(self) -> bool:
@@ -311,6 +336,7 @@ class Engine:
             batch.append(r)
             longest = max(longest, n)
         lens = [len(r.tokens) for r in batch]
+        self.prefilled += sum(lens)
         tok = torch.zeros((len(batch), longest), dtype=torch.long)
         for i, r in enumerate(batch):
             tok[i, : lens[i]] = torch.tensor(r.tokens)
@@ -383,6 +409,9 @@ class Engine:
             scores = logits[:, 0]
             if self.draft_bias is not None:  # the fault: a perturbed draft (the target still verifies)
                 scores = scores + self.draft_bias * scores[:, :BOS_ID].std(dim=-1, keepdim=True)  # the bytes' spread
+            if self.fault_bias is not None:  # the faults of a draft gone stale or past its context
+                sds = self._fault_sds(pos + i)
+                scores = scores + sds[:, None] * self.fault_bias * scores[:, :BOS_ID].std(dim=-1, keepdim=True)
             cur = scores.argmax(dim=-1)
             drafts.append(cur)
         draft = torch.stack(drafts, dim=1)  # [B, n]

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from specwatch.profiles.profile import ServerProfile
     from specwatch.run.session import Session
 
-__all__ = ["accept_length_vs_baseline", "cycle_cost_vs_baseline", "drift", "floor", "prefix_reuse", "probe",
-           "speculation_beats_baseline", "speculation_by_level", "speculation_ttft", "tuned_vs_untuned"]
+__all__ = ["accept_length_vs_baseline", "context_length", "cycle_cost_vs_baseline", "drift", "floor", "prefix_reuse",
+           "probe", "speculation_beats_baseline", "speculation_by_level", "speculation_ttft", "tuned_vs_untuned"]
 
 
 def recorded(gate: Callable[..., Verdict]) -> Callable[..., Verdict]:
@@ -300,3 +300,21 @@ def prefix_reuse(session: Session) -> Verdict:
     cfg = session.config
     allowance = Allowance(hit_points=cfg.prefix_hit_allowance, ttft_rise=cfg.prefix_ttft_allowance)
     return reuse.check(session, base_p, spec_p, MultiTurn.parse(cfg.prefix_workload or ""), allowance)
+
+
+@recorded
+def context_length(session: Session) -> Verdict:
+    """:func:`specwatch.checks.context_length.check` on the spec and baseline servers: the input lengths of
+    ``--specwatch-context-lengths`` (``--specwatch-runs`` prompts each, default 3), judged by the run's
+    context-length gate (``--specwatch-context-gate-until``: report only when unset)."""
+    from specwatch.checks import context_length as ctx
+    from specwatch.judge.contextlen import ContextGate
+
+    spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
+    if not spec_p or not base_p:
+        return Verdict(ctx.NAME, Status.SKIP, "the profile set has no spec and baseline servers to compare")
+    cfg = session.config
+    sweep = replace(ctx.SWEEP, lengths=cfg.context_lengths or ctx.SWEEP.lengths,
+                    output_tokens=cfg.context_output_tokens, prompts=cfg.runs or ctx.SWEEP.prompts)
+    gate = ContextGate(cfg.context_gate_until, cfg.context_min_speedup, cfg.context_accept_drop)
+    return ctx.check(session, base_p, spec_p, sweep, gate)

@@ -90,6 +90,16 @@ def _yardstick(text: str) -> str:
     return text
 
 
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        lengths = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        lengths = ()
+    if not lengths or lengths[0] < 1:
+        raise ValueError("must be input lengths in tokens, comma-separated, each ≥ 1 (e.g. 128,1024,2048,4096)")
+    return lengths
+
+
 def _engine(text: str) -> str:
     if text not in bootable():
         raise ValueError(f"must be {' or '.join(bootable())}")
@@ -169,6 +179,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefix_workload", "prefix-reuse gate: the multi-turn workload, as sessions=N,turns=N,concurrency=N,"
            "first_tokens=N,user_tokens=N,output_tokens=N,seed=N (any subset; default: 32 sessions x 4 turns, 8 in "
            "flight, 512 + 64 output + 64 user tokens)"),
+    Option("acceptance_soak", "acceptance soak: repeat the cache-life check's greedy set N times, each after half the "
+           "KV pool's worth of unrelated prompts, and fail on a change point where its accept length falls (unset: the "
+           "soak test skips)", _positive_int, None),
+    Option("context_lengths", "context-length table: the input lengths (tokens) measured on the plain and speculative "
+           "servers, comma-separated (default 128,1024,2048,4096; each cut to the server's input limit)", _lengths),
+    Option("context_output_tokens", "context-length table: output tokens of each request", _positive_int, 128),
+    Option("context_gate_until", "context-length gate: speculation must keep paying (speedup and accept length) at "
+           "every measured input up to this many tokens (unset: the table is reported, not gated)", _positive_int),
+    Option("context_min_speedup", "context-length gate: the decode speedup over plain decoding each gated length "
+           "needs", _positive_float, 1.0),
+    Option("context_accept_drop", "context-length gate: how far (a fraction, or a percentage) a gated length's "
+           "accept length may fall below the shortest input's", _fraction, 0.25),
 )
 
 
@@ -210,6 +232,12 @@ class Config:
     prefix_hit_allowance: float = DEFAULTS["prefix_hit_allowance"]
     prefix_ttft_allowance: float = DEFAULTS["prefix_ttft_allowance"]
     prefix_workload: str | None = DEFAULTS["prefix_workload"]
+    acceptance_soak: int | None = DEFAULTS["acceptance_soak"]
+    context_lengths: tuple[int, ...] | None = DEFAULTS["context_lengths"]
+    context_output_tokens: int = DEFAULTS["context_output_tokens"]
+    context_gate_until: int | None = DEFAULTS["context_gate_until"]
+    context_min_speedup: float = DEFAULTS["context_min_speedup"]
+    context_accept_drop: float = DEFAULTS["context_accept_drop"]
     rootdir: Path = field(default_factory=Path.cwd)
 
     @overload

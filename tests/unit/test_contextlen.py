@@ -1,0 +1,106 @@
+"""Speculation against context length, judged (:mod:`specwatch.judge.contextlen`): the table, where speculation
+stops paying, the gate and its skips; the lengths fitted to a real server's input limit
+(:mod:`specwatch.checks.context_length`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from specwatch.checks.context_length import ContextSweep
+from specwatch.judge.contextlen import ContextGate, LengthRun, judge
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = ("sgl8b-eagle3", "sgl8b-plain")
+#: real SGLang 0.5.16 at the 8B shape on an H200 (docs/validation/data/2026-12-04-sglang-8b-perf-x1,
+#: sgl8b-perf.json: single-stream decode_tok_s, the first three runs; EAGLE-3 accept length 2.00)
+PLAIN_8B = (223.5, 223.4, 223.5)
+EAGLE3_8B = (346.3, 345.9, 346.1)
+
+
+def _runs() -> list[LengthRun]:
+    """The recorded 8B numbers at the short length, then a draft that falls past 2k: accept length 2.00, 1.95, then
+    1.30 at 3,946 tokens (4,096 asked), where speculation stops paying."""
+    return [LengthRun(128, PLAIN_8B, EAGLE3_8B, 768, 384),
+            LengthRun(2048, (210.0, 209.0, 211.0), (318.0, 320.0, 319.0), 768, 394),
+            LengthRun(3946, (200.0, 201.0, 199.0), (185.0, 184.0, 186.0), 768, 591, asked=4096)]
+
+
+def test_by_default_the_table_is_reported_naming_where_speculation_stops_paying() -> None:
+    v = judge(_runs(), names=NAMES)
+    assert v.passed, v.message
+    # the accept length fell at the same length: said once
+    assert v.reason == ("speculation stops paying at 3,946 tokens (4,096 asked): 0.93x plain decoding (accept length "
+                        "1.30; 1.55x and 2.00 at 128 tokens)")
+    assert "report only (no gate: --specwatch-context-gate-until sets the longest input that must pay)" in v.message
+    assert "\n  3,946 tokens (4,096 asked)              200.0               185.0     0.93x  1.30" in v.message
+    rows = {r.key: r for r in v.rows}
+    assert not any(r.gated for r in v.rows)  # reported, never a regression
+    speed = rows["sgl8b-eagle3 vs sgl8b-plain (context 128, decode_tok_s)"]
+    assert (speed.median, speed.baseline_median, speed.verdict) == (346.1, 223.5, "pays")
+    assert math.isclose(speed.change, 346.1 / 223.5 - 1, rel_tol=1e-3)
+    assert rows["sgl8b-eagle3 vs sgl8b-plain (context 3946, decode_tok_s)"].verdict == "loses"
+    assert rows["sgl8b-eagle3 (context 3946, accept_length)"].verdict == "fell"
+    cliff = rows["sgl8b-eagle3 vs sgl8b-plain context where speculation stops paying"]
+    assert (cliff.median, cliff.verdict) == (3946, "cliff")
+
+
+def test_the_gate_fails_naming_the_length_where_speculation_stopped_paying() -> None:
+    v = judge(_runs(), ContextGate(until=4096), names=NAMES)
+    assert v.failed
+    assert v.reason.startswith("at 3,946 tokens (4,096 asked) speculation runs 0.93x plain decoding (< 1x; accept "
+                               "length 1.30); at 3,946 tokens (4,096 asked) accept length 1.30 vs 2.00 at 128 tokens "
+                               "(-35.0%, allowed -25%)")
+    rows = {r.key: r for r in v.rows}
+    assert rows["sgl8b-eagle3 vs sgl8b-plain (context 3946, decode_tok_s)"].is_bad
+    assert not rows["sgl8b-eagle3 vs sgl8b-plain (context 2048, decode_tok_s)"].is_bad
+    # up to 2,048 tokens it pays: that gate passes, and says the longer input was reported, not judged
+    ok = judge(_runs(), ContextGate(until=2048), names=NAMES)
+    assert ok.passed, ok.message
+    assert not {r.key: r for r in ok.rows}["sgl8b-eagle3 vs sgl8b-plain (context 3946, decode_tok_s)"].gated
+    assert "gated up to 2,048 tokens (speedup >= 1x, accept length within -25% of the shortest input's)" in ok.message
+
+
+def test_the_gate_says_what_it_could_not_measure() -> None:
+    v = judge(_runs()[:2], ContextGate(until=8192), names=NAMES)
+    assert v.passed
+    assert "gated up to 8,192 tokens" in v.message and "measured only up to 2,048 tokens" in v.message
+    assert judge(_runs(), ContextGate(until=64), names=NAMES).skipped  # nothing measured that short
+
+
+def test_untimed_prompts_are_left_out_and_an_untimed_gated_length_skips() -> None:
+    burst = LengthRun(32, (math.nan, 700.0, math.nan), (800.0, 790.0, 805.0), 48, 24)
+    v = judge([burst, *_runs()[:2]], names=NAMES)
+    assert "left out of the speedup: 32 tokens (2 of 3)" in v.message
+    assert math.isclose(burst.speedup, 790.0 / 700.0)
+    blind = LengthRun(32, (math.nan,) * 3, (800.0, 790.0, 805.0), 48, 24)
+    s = judge([blind, *_runs()[:2]], ContextGate(until=2048), names=NAMES)
+    assert s.skipped and "the speedup at 32 tokens could not be timed" in s.reason
+
+
+def test_a_plain_server_in_the_speculative_role_skips() -> None:
+    v = judge([LengthRun(128, PLAIN_8B, PLAIN_8B, 768, 0)], names=NAMES)
+    assert v.skipped and "carries meta_info.spec_verify_ct" in v.reason
+
+
+def test_lengths_are_cut_to_a_real_servers_input_limit() -> None:
+    """Real SGLang 0.5.23's /server_info (fixtures/sglang/real): inputs up to max_req_input_len = 2,042 tokens."""
+    info = json.loads((ROOT / "fixtures" / "sglang" / "real" / "server_info.json").read_text())
+    sweep = ContextSweep(output_tokens=128)
+    fitted, note = sweep.fit(info["max_req_input_len"])
+    assert fitted == [(128, 128), (1024, 1024), (1898, 2048)]  # 2,048 and 4,096 both cut to 1,898: measured once
+    assert note == ("cut to the server's input limit: 2,048, 4,096 tokens asked, 1,898 measured (max_req_input_len "
+                    "2,042 less 128 output tokens and 16 spare)")
+    assert ContextSweep(lengths=(128,)).fit(4090) == ([(128, 128)], "")
+    ids = sweep.ids(1024)
+    assert len(ids) == 3 and all(len(p) == 1024 for p in ids) and ids == sweep.ids(1024) and ids != sweep.ids(128)
+
+
+def test_a_server_that_never_pays_is_named_at_its_shortest_input() -> None:
+    """The reference server on 2 CPU cores (ref-tiny, 128 output tokens: the medians of a run of this test's perf
+    test): its draft step costs nearly a target step, so speculation loses at 128 input tokens and pays at 879,
+    where the plain server's attention over the whole prefix slows it."""
+    runs = [LengthRun(128, (704.0,), (468.5,), 384, 196), LengthRun(879, (189.8,), (401.4,), 384, 191, asked=1024)]
+    v = judge(runs, names=("eagle3", "plain"))
+    assert v.reason == "speculation stops paying at 128 tokens: 0.67x plain decoding (accept length 1.96)"
