@@ -69,7 +69,8 @@ class Launcher:
                     decode_log_interval=a.decode_log_interval, log_level=a.log_level, dist_port=dist_port,
                     parent_pid=self.pid, seed=int(a.random_seed or 0),
                     fault_eager_verify=a.ref_fault_eager_verify, fault_slowdown_pct=a.ref_fault_slowdown,
-                    fault_diverge=a.ref_fault_diverge, fault_perturb_draft=a.ref_fault_perturb_draft)
+                    fault_diverge=a.ref_fault_diverge, fault_perturb_draft=a.ref_fault_perturb_draft,
+                    fault_batch_draft=a.ref_fault_batch_draft)
                 p = self.ctx.Process(target=worker.run, args=(cfg, self.cmd_q if rank == 0 else None, self.out_q),
                                      name=f"scheduler_{rank}", daemon=False)
                 p.start()

@@ -9,6 +9,10 @@ FAULT SWITCHES (reference-only, for proving specwatch's checks on real causes):
   --ref-fault-perturb-draft S  add a fixed random bias of S standard deviations to the draft's logits:
                                the draft proposes other tokens, the target still verifies every one, so
                                greedy output is unchanged and acceptance drops
+  --ref-fault-batch-draft      in a batch of more than one request, each request is verified against the
+                               draft tokens of the request before it (a gather off by one row, the class of
+                               TensorRT-LLM PR 4168): acceptance drops only when requests share a batch,
+                               greedy output is unchanged (the target verifies every draft token)
   --ref-fault-drop-env PREFIX  remove every variable starting with PREFIX from the workers'
                                environment before they are spawned (reproduces "the NCCL variables
                                never reached the workers"); may be repeated
@@ -79,6 +83,7 @@ class ServerArgs:
     ref_fault_slowdown: float = 0.0
     ref_fault_diverge: bool = False
     ref_fault_perturb_draft: float = 0.0
+    ref_fault_batch_draft: bool = False
     ref_fault_drop_env: list[str] = field(default_factory=list)
     # Resolved, not flags.
     cuda_graph_bs: list[int] = field(default_factory=list)
@@ -142,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ref-fault-perturb-draft", type=float, default=0.0, metavar="SCALE",
                    help="add a fixed random bias of SCALE standard deviations to the draft's logits: acceptance "
                         "drops, greedy output stays lossless (the target verifies every draft token)")
+    g.add_argument("--ref-fault-batch-draft", action="store_true",
+                   help="verify each request of a batch of more than one against the draft tokens of the request "
+                        "before it (a gather off by one row): acceptance drops only in shared batches, greedy output "
+                        "stays lossless")
     g.add_argument("--ref-fault-drop-env", action="append", default=[], metavar="PREFIX",
                    help="remove variables with this prefix from the workers' environment (repeatable)")
     return p

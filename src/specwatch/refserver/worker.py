@@ -50,6 +50,7 @@ class WorkerConfig:
     fault_slowdown_pct: float = 0.0
     fault_diverge: bool = False
     fault_perturb_draft: float = 0.0
+    fault_batch_draft: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -168,7 +169,7 @@ class _Worker:
             max_running_requests=c.max_running_requests, context_len=c.context_len,
             cuda_graph_bs=c.cuda_graph_bs, fault_eager_verify=c.fault_eager_verify,
             fault_slowdown_pct=c.fault_slowdown_pct, fault_diverge=c.fault_diverge,
-            fault_perturb_draft=c.fault_perturb_draft, seed=c.seed)
+            fault_perturb_draft=c.fault_perturb_draft, fault_batch_draft=c.fault_batch_draft, seed=c.seed)
         return Engine(ecfg, tp_group=self.tp_group)
 
     def _avail_mem_gb(self) -> float:
