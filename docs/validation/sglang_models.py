@@ -2,6 +2,8 @@
 
     python docs/validation/sglang_models.py /tmp/models      # tiny: writes /tmp/models/target and /tmp/models/eagle3
     python docs/validation/sglang_models.py --shape 8b /tmp/sgl/models8b --if-missing   # 6.98 B parameters, 13 GiB
+    python docs/validation/sglang_models.py --shape 8b /tmp/sgl/models8b-vary --draft-profile varying \
+        --draft-quality 0.5 --target-from /tmp/sgl/models8b --if-missing   # only a draft: accept length varies
 
 Real SGLang on the lent H200 needs a model and a draft without a network. A random draft is accepted almost
 never (accept length 1.00 on the H200), which hides everything the accept-length checks exist for. So both
@@ -43,9 +45,10 @@ before the last committed one (``a``; the draft reads ``E[a]``), and a request's
 prompt's last token, two places per verify where the guess is right, one where not. So the draft is made right
 on a set of tokens whose density swings along the cycle, ``m + A cos(2 pi i / 509)`` at cycle place ``i`` (``A =
 min(q, 1 - q)``; each token drawn against it with Python's seeded ``random``, never the device's generator), and
-wrong elsewhere (its ``lm_head`` row moved to the next wrong token's, a margin of the full embedding norm). A
-request whose prompt ends in the dense arc accepts near 2.00, one in the sparse arc near 1.00, one that crosses
-from one arc to the other changes on the way: per prompt and per position. The offset ``m`` is fitted so that
+wrong elsewhere (``E[a]`` moved to the ``lm_head`` row of the wrong token before it: the wrong guess wins by the
+full embedding norm, no near tie). A request whose prompt ends in the dense arc accepts near 2.00, one in the
+sparse arc near 1.00, one that crosses from one arc to the other changes on the way: per prompt and per position.
+The offset ``m`` is fitted so that
 the engine-wide accept length (SGLang's pooled ``Σ committed / Σ verify``) of one request from every prompt end,
 256 tokens each, is ``1 + quality`` (``--draft-quality 0.92``: the seeds' 1.92); the mean over requests is
 higher (a request that accepts more takes fewer verify cycles, so it weighs less in the pooled value).

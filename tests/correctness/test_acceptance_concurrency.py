@@ -9,10 +9,15 @@ before it; its code path otherwise untouched) fails at concurrency 4, the first 
 one request, with the accept lengths named and its output unchanged. On real SGLang the healthy test runs as it
 is (harness scenario sglang-8b-accept-x1: the varying draft of docs/validation/sglang_models.py, whose accept
 length differs per prompt; the 8B profiles capture bs 1-8, so c=9 and c=16 verify eagerly), and the fault test
-skips: the switch is the reference server's.
+skips: the switch is the reference server's. With ``SPECWATCH_EXPECTED_ACCEPT`` naming that draft's made.json, each
+prompt's counts alone must also be the ones the draft was built for (its table by the prompt's last token).
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +27,23 @@ from specwatch.run.session import Session
 from specwatch.server.pool import RunningServer
 
 pytestmark = pytest.mark.correctness
+
+#: a made.json of docs/validation/sglang_models.py --draft-profile varying: the counts each prompt must show alone
+EXPECTED_ENV = "SPECWATCH_EXPECTED_ACCEPT"
+
+
+def _unexpected(report, made_json: str) -> list[str]:
+    """Each reply at c=1 whose spec_verify_ct and correct drafts are not made.json's for its last prompt token."""
+    made = json.loads(Path(made_json).read_text())
+    table = made["expected"][str(accept_concurrency.MAX_NEW_TOKENS)]["by_last_token"]
+    wrong = []
+    for r in report.reference.replies:
+        if not r.scored.prompt_ids:
+            wrong.append(f"prompt {r.prompt}: the server returned no prompt token ids")
+        elif table[str(r.scored.prompt_ids[-1])] != [r.verify_ct, r.correct_drafts]:
+            wrong.append(f"prompt {r.prompt} (last token {r.scored.prompt_ids[-1]}): expected "
+                         f"{table[str(r.scored.prompt_ids[-1])]}, got {[r.verify_ct, r.correct_drafts]}")
+    return wrong
 
 
 def test_accept_length_and_output_hold_at_every_concurrency(specwatch_session: Session,
@@ -40,6 +62,10 @@ def test_accept_length_and_output_hold_at_every_concurrency(specwatch_session: S
     n = len(accept_concurrency.PROMPTS)
     assert all(len(lv.replies) == max(n, c) for c, lv in levels.items())
     assert result.reason.startswith("accept length and greedy output held at concurrency 1, 4"), result.reason
+    if made_json := os.environ.get(EXPECTED_ENV):
+        assert _unexpected(report, made_json) == [], report.message()
+        each = {round(a, 2) for r in report.reference.replies if (a := r.accept_length) is not None}
+        print(f"{EXPECTED_ENV}: every prompt's counts are {made_json}'s; {len(each)} distinct accept lengths")
 
 
 def test_a_draft_gathered_one_request_off_fails_at_the_first_shared_batch(specwatch_session: Session) -> None:

@@ -98,3 +98,11 @@ def test_the_batch_sizes_each_level_formed_are_in_its_line() -> None:
     report = batchaccept.judge(_level(1, ALONE), [level])
     assert ("  c=9 (one above the largest captured bs=8): 9 requests, accept length 1.770 pooled (the same prompts at "
             "c=1: 1.770); held; Decode lines ran graphed at bs 8 and eager at bs 9") in report.message()
+
+
+def test_no_allowance_where_the_shapes_differ_by_more_than_numerical_noise() -> None:
+    """Logprobs 0.9 nats apart where the tokens agree (above lossless's 0.5 ceiling): a one-cycle move fails."""
+    moved = list(ALONE)
+    moved[2] = (35, 13)
+    report = batchaccept.judge(_level(1, ALONE), [_level(4, moved, lps=(-0.1, -0.2, -1.2))])
+    assert report.ok is False and "above the 0.5 numerical noise reaches: no near-tie allowance" in report.reason()

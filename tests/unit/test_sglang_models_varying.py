@@ -163,3 +163,44 @@ def test_a_target_of_another_seed_is_refused_in_one_line(built, tmp_path: Path) 
     assert out.returncode == 1 and out.stderr.strip().splitlines() == [
         f"sglang_models: --target-from {base}: made for shape tiny seed 0, not shape tiny seed 1"]
     assert not (tmp_path / "eagle3").exists()
+
+
+def test_the_accept_scenario_makes_both_drafts_for_the_8b_target_and_checks_each_against_its_table() -> None:
+    """sglang-8b-accept-x1: the 8b target, then the two varying drafts written beside it (--target-from), then one
+    lane per draft whose profile points at it and whose made.json the concurrency test compares counts with."""
+    import harness  # docs/validation is on sys.path (above)
+
+    plan = harness.plan_for("sglang-8b-accept-x1", dict(harness.SETTINGS), harness.DATA / "zz-test-accept")
+    setup, lanes = plan.stages
+    steps = [i.name for i in setup[0]]
+    assert steps == ["sglang-setup", "sgl8b-models", "sgl8b-models-vary", "sgl8b-models-q92"]
+    for step, dest, quality in ((setup[0][2], harness.SGL8B_VARY, "0.5"), (setup[0][3], harness.SGL8B_Q92, "0.92")):
+        argv = step.argv
+        assert argv[argv.index("--target-from") + 1] == harness.SGL8B_MODELS and "--if-missing" in argv
+        assert (argv[argv.index("--draft-quality") + 1], argv[argv.index("--shape") + 1]) == (quality, "8b")
+        assert dest in argv and argv[argv.index("--draft-profile") + 1] == "varying"
+    for (run,), dest in zip(lanes, (harness.SGL8B_VARY, harness.SGL8B_Q92), strict=True):
+        assert run.env == {"SPECWATCH_EXPECTED_ACCEPT": f"{dest}/made.json"}
+        assert "tests/correctness/test_acceptance_concurrency.py" in run.argv and run.gpu == "0"
+        profile = next(a.split("=", 1)[1] for a in run.argv if a.startswith("--specwatch-profiles="))
+        assert f'draft_model = "{dest}/eagle3"' in plan.variants[profile]
+
+
+def test_a_draft_for_a_sharded_target_reads_its_embedding_from_the_index(tmp_path: Path) -> None:
+    """The 8b path's branches on a small sharded GQA shape: the embedding comes from the shard the index names."""
+    mini = sglang_models.Shape("mini", layers=6, hidden=64, heads=4, kv_heads=2, head_dim=32, inter=96,
+                               layers_per_shard=4)
+    sglang_models.make(tmp_path / "base", seed=5, shape=mini)
+    made = sglang_models.make(tmp_path / "vary", seed=5, shape=mini, draft_quality=0.7, draft_profile="varying",
+                              target_from=tmp_path / "base")
+    index = json.loads((tmp_path / "base" / "target" / "model.safetensors.index.json").read_text())
+    shard = safetensors_torch.load_file(str(tmp_path / "base" / "target" /
+                                            index["weight_map"]["model.embed_tokens.weight"]))
+    draft = safetensors_torch.load_file(str(tmp_path / "vary" / "eagle3" / "model.safetensors"))
+    assert torch.equal(draft["embed_tokens.weight"], shard["model.embed_tokens.weight"])
+    assert made["shape"] == "mini" and round(made["expected"]["256"]["pooled"], 2) == 1.70
+    ordinary = torch.arange(sglang_models.FIRST_ORDINARY, sglang_models.VOCAB)
+    f = sglang_models.cycle_map(5)
+    emb = shard["model.embed_tokens.weight"].float()[ordinary]
+    guess = _draft_scores(draft, torch.cat([emb] * 3, -1)).argmax(-1).tolist()
+    assert [int(a) for a, g in zip(ordinary, guess, strict=True) if g == f[f[int(a)]]] == made["right_tokens"]

@@ -13,9 +13,10 @@ Near ties are told apart as :mod:`specwatch.checks.lossless` tells them: the two
 numerical noise between the batch shapes where their tokens agree, and a first difference whose margins together
 stay within ``TIE_FACTOR`` times it is a near-tie flip (its prompt's acceptance is then not compared: past the flip
 the two runs decode different text). A draft's near tie cannot be seen (the draft's logits are not returned), so
-where the logprobs do differ between the batch shapes (noise above zero) a prompt's verify cycles and correct
-drafts may each move by at most ``MAX_DRAFT_TIES`` (lossless's ``MAX_TIES_PER_PROMPT``: each hidden near-tie flip
-of a draft token moves one cycle); where they are bit-identical, or not returned, every count must be equal.
+where the logprobs do differ between the batch shapes (noise above zero and within lossless's ``NOISE_CEILING``)
+a prompt's verify cycles and correct drafts may each move by at most ``MAX_DRAFT_TIES`` (lossless's
+``MAX_TIES_PER_PROMPT``: each hidden near-tie flip of a draft token moves one cycle); where they are bit-identical,
+not returned, or apart by more than numerical noise, every count must be equal.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class ConcurrencyReport:
                 head += f": accept length {ref:.3f} at c=1 vs {pooled:.3f} at c={first} (pooled over the same prompts)"
             later = sorted({p.concurrency for p in self.partings} - {first})
             tail = f"; also at c={', '.join(map(str, later))}" if later else ""
-            return f"{head}; {'; '.join(p.text for p in parts[:4])}" + (" ..." if len(parts) > 4 else "") + tail
+            return f"{head}; {'; '.join(p.text for p in parts[:2])}" + (" ..." if len(parts) > 2 else "") + tail
         if not self.compared:
             return "no reply could be compared with its reference: " + ("; ".join(self.notes) or "no replies")
         each = [a for r in self.reference.replies if (a := r.accept_length) is not None]
@@ -232,17 +233,22 @@ def _judge_level(report: ConcurrencyReport, ref: Mapping[int, Reply], level: Lev
         a, b = base.accept_length, r.accept_length
         said = (f"prompt {r.prompt} {a:.2f} -> {b:.2f}" if a is not None and b is not None else f"prompt {r.prompt}")
         said += f" ({_counts(base)} at c=1; {_counts(r)} at c={c})"
-        if noise is not None and noise[0] > 0 and abs(dv) <= MAX_DRAFT_TIES and abs(dc) <= MAX_DRAFT_TIES:
+        small = abs(dv) <= MAX_DRAFT_TIES and abs(dc) <= MAX_DRAFT_TIES
+        if noise is not None and noise[0] > 0 and bound is not None and small:  # numerical noise, within its ceiling
             report.allowed.append(f"c={c} {said}: within {MAX_DRAFT_TIES} cycles of hidden draft near ties, the "
                                   f"batch shapes' logprobs differing by up to {noise[0]:.3g} nats")
+            continue
+        if noise is None:
+            why = "no logprobs returned: near ties cannot be told from faults, so the counts must be equal"
+        elif noise[0] == 0:
+            why = "the two batch shapes' logprobs are identical where their tokens agree: no near tie moves a draft"
+        elif bound is None:
+            why = (f"the batch shapes' logprobs differ by up to {noise[0]:.3g} nats, above the "
+                   f"{lossless.NOISE_CEILING:g} numerical noise reaches: no near-tie allowance")
         else:
-            why = ("the two batch shapes' logprobs are identical where their tokens agree: no near tie moves a draft"
-                   if noise is not None and noise[0] == 0 else
-                   "no logprobs returned: near ties cannot be told from faults, so the counts must be equal"
-                   if noise is None else
-                   f"{max(abs(dv), abs(dc))} moved, more than the {MAX_DRAFT_TIES} hidden draft near ties explain "
+            why = (f"{max(abs(dv), abs(dc))} moved, more than the {MAX_DRAFT_TIES} hidden draft near ties explain "
                    f"(the batch shapes' logprobs differ by up to {noise[0]:.3g} nats)")
-            report.partings.append(Parting(c, i, r.prompt, "accept length", f"{said}: {why}"))
+        report.partings.append(Parting(c, i, r.prompt, "accept length", f"{said}: {why}"))
 
 
 def judge(reference: Level, levels: Sequence[Level], notes: Sequence[str] = ()) -> ConcurrencyReport:
