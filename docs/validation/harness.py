@@ -751,6 +751,41 @@ def sglang_8b_acceptance_x1(p: Plan) -> None:
                            f"--specwatch-profiles={SGL8B_PERF}", gpu="0")]]]
 
 
+SGL8B_VARY = "/tmp/sgl/models8b-vary"  # a varying draft for the 8b target: engine-wide 1.50, single requests 1.02-2.00
+SGL8B_Q92 = "/tmp/sgl/models8b-q92"  # a varying draft at the seeds' 1.92 (single requests 1.74-2.00)
+ACCEPT_TESTS = ("tests/correctness/test_accept_length.py", "tests/correctness/test_acceptance_concurrency.py")
+
+
+def _varying_draft(p: Plan, name: str, dest: str, quality: str) -> Step:
+    """A varying EAGLE-3 draft (docs/validation/sglang_models.py --draft-profile varying) for the 8b target in
+    SGL8B_MODELS, written beside it (the target is read, not copied); kept when an earlier call made the same."""
+    return Step(name, [p.py, "docs/validation/sglang_models.py", "--shape", "8b", dest, "--draft-profile", "varying",
+                       "--draft-quality", quality, "--target-from", SGL8B_MODELS, "--if-missing"], 120, "0")
+
+
+def sglang_8b_accept_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: two EAGLE-3 drafts whose
+    acceptance varies per prompt and position (--draft-profile varying: engine-wide 1.50 with single requests from
+    1.02 to 2.00, and the seeds' 1.92), one server each, in two lanes: the accept-length check (every source and the
+    averaging each uses), the accept-length-by-concurrency check at c=1, 4, 9 and 16 (each prompt's counts alone
+    against the ones its draft was built for, made.json), and on the 1.92 server the case study's claimed 0.92. The
+    profiles capture bs 1-8, so c=9 (one above) and c=16 verify eagerly: not an acceptance fault, and the check must
+    pass there; a batch-dependent acceptance fault cannot be built into weights (each row of a batch is computed
+    alone), so the failing side is the reference server's --ref-fault-batch-draft (CI). Two boots at once of
+    75-110 s, then about 30 s of checks each."""
+    vary = p.profile(SGL8B_PERF, "8b-perf-vary", replace=(("/tmp/sgl/models8b/eagle3", SGL8B_VARY + "/eagle3"),))
+    q92 = p.profile(SGL8B_PERF, "8b-perf-q92", replace=(("/tmp/sgl/models8b/eagle3", SGL8B_Q92 + "/eagle3"),))
+    expect = "SPECWATCH_EXPECTED_ACCEPT"
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  _varying_draft(p, "sgl8b-models-vary", SGL8B_VARY, "0.5"),
+                  _varying_draft(p, "sgl8b-models-q92", SGL8B_Q92, "0.92")]],
+                [[p.pytest("sgl8b-accept-vary", 400, "-m", "correctness", *ACCEPT_TESTS,
+                           f"--specwatch-profiles={vary}", gpu="0", env={expect: f"{SGL8B_VARY}/made.json"})],
+                 [p.pytest("sgl8b-accept-q92", 400, "-m", "correctness", *ACCEPT_TESTS,
+                           "tests/correctness/test_faults.py::test_claimed_092_disagrees_with_the_live_sources",
+                           f"--specwatch-profiles={q92}", gpu="0", env={expect: f"{SGL8B_Q92}/made.json"})]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -874,6 +909,12 @@ SCENARIOS = {s.name: s for s in (
              "accept length and output over the cache's life (before, after eviction by traffic, after /flush_cache) "
              "and a soak; the context-length table of EAGLE-3 against plain decoding, gated up to 4,096 tokens",
              "(new: issue 43, items 3 and 4)", sglang_8b_acceptance_x1),
+
+
+    Scenario("sglang-8b-accept-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: "
+             "two drafts whose acceptance varies (engine-wide 1.50; the seeds' 1.92): accept-length sources and their "
+             "averaging, acceptance by concurrency (1, 4, 9 above the captured 8, 16), the claimed 0.92",
+             "(new: issue 43)", sglang_8b_accept_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

@@ -2,6 +2,8 @@
 
     python docs/validation/sglang_models.py /tmp/models      # tiny: writes /tmp/models/target and /tmp/models/eagle3
     python docs/validation/sglang_models.py --shape 8b /tmp/sgl/models8b --if-missing   # 6.98 B parameters, 13 GiB
+    python docs/validation/sglang_models.py --shape 8b /tmp/sgl/models8b-vary --draft-profile varying \
+        --draft-quality 0.5 --target-from /tmp/sgl/models8b --if-missing   # only a draft: accept length varies
 
 Real SGLang on the lent H200 needs a model and a draft without a network. A random draft is accepted almost
 never (accept length 1.00 on the H200), which hides everything the accept-length checks exist for. So both
@@ -31,11 +33,29 @@ Shapes (``--shape``; the vocabulary is 512 in both):
   tensors are drawn there and only bf16 bytes reach the host, about 15 s on an H200 (most of it the write).
   GPU-bound, its boots spread 0.7% (2026-12-04): plain about 220 tok/s, EAGLE-3 about 342 tok/s.
 
-``--if-missing`` keeps what an earlier call wrote into the folder (same shape, seed and draft quality, every
-file present). ``--draft-quality`` lowers the accept length on purpose: the given fraction of ``lm_head`` rows of
-the draft are shuffled, so that fraction of first guesses fail (accept length about ``1 + quality``). The
-tokenizer is a byte-level BPE of 512 tokens (merges trained on a fixed text, then named fillers), so the same
-ids come out everywhere. The draws depend on the device (a CUDA generator is not the CPU one), never the plan.
+``--if-missing`` keeps what an earlier call wrote into the folder (same shape, seed, draft profile and quality,
+target source, every file present). ``--draft-quality`` lowers the accept length on purpose: the given fraction
+of ``lm_head`` rows of the draft are shuffled, so that fraction of first guesses fail (accept length about
+``1 + quality``). The tokenizer is a byte-level BPE of 512 tokens (merges trained on a fixed text, then named
+fillers), so the same ids come out everywhere. The draws depend on the device (a CUDA generator is not the CPU
+one), never the plan.
+
+Acceptance that varies (``--draft-profile varying``): whether the first guess is right depends only on the token
+before the last committed one (``a``; the draft reads ``E[a]``), and a request's tokens walk the cycle from its
+prompt's last token, two places per verify where the guess is right, one where not. So the draft is made right
+on a set of tokens whose density swings along the cycle, ``m + A cos(2 pi i / 509)`` at cycle place ``i`` (``A =
+min(q, 1 - q)``; each token drawn against it with Python's seeded ``random``, never the device's generator), and
+wrong elsewhere (``E[a]`` moved to the ``lm_head`` row of the wrong token before it: the wrong guess wins by the
+full embedding norm, no near tie). A request whose prompt ends in the dense arc accepts near 2.00, one in the
+sparse arc near 1.00, one that crosses from one arc to the other changes on the way: per prompt and per position.
+The offset ``m`` is fitted so that
+the engine-wide accept length (SGLang's pooled ``Σ committed / Σ verify``) of one request from every prompt end,
+256 tokens each, is ``1 + quality`` (``--draft-quality 0.92``: the seeds' 1.92); the mean over requests is
+higher (a request that accepts more takes fewer verify cycles, so it weighs less in the pooled value).
+``made.json`` then holds the right tokens and each prompt end's expected ``spec_verify_ct`` and
+``spec_num_correct_drafts`` at 48 and 256 new tokens (:func:`walk`), with their means both ways.
+``--target-from DIR`` writes only the draft, for the target that an earlier call made in DIR (same shape and
+seed, read from its files, not rewritten): two drafts beside one 13 GiB target.
 """
 
 from __future__ import annotations
@@ -82,18 +102,97 @@ TRAINING_TEXT = (
 ) * 4
 
 
-def cycle_map(seed: int) -> list[int]:
-    """``f``: one cycle through the ordinary tokens (specials go to the first of it), seeded."""
+def cycle_order(seed: int) -> list[int]:
+    """The ordinary tokens in the order ``f`` visits them (a seeded shuffle); the specials go to the first."""
     import random
 
     order = list(range(FIRST_ORDINARY, VOCAB))
     random.Random(seed).shuffle(order)
+    return order
+
+
+def cycle_map(seed: int) -> list[int]:
+    """``f``: one cycle through the ordinary tokens (specials go to the first of it), seeded."""
+    order = cycle_order(seed)
     f = list(range(VOCAB))
     for a, b in zip(order, order[1:] + order[:1], strict=True):
         f[a] = b
     for s in range(FIRST_ORDINARY):
         f[s] = order[0]
     return f
+
+
+DRAFT_PROFILES = ("uniform", "varying")
+FIT_TOKENS = 256  # the request length at which a varying draft's engine-wide accept length is fitted (the perf runs')
+EXPECTED_TOKENS = (48, 256)  # the request lengths made.json tabulates (the correctness checks', the perf runs')
+
+
+def walk(f: list[int], right: list[bool], last: int, max_new_tokens: int) -> tuple[int, int]:
+    """``(spec_verify_ct, spec_num_correct_drafts)`` of one greedy request (``ignore_eos``) whose prompt ends in
+    token ``last``, with ``--speculative-num-steps 2``: the prefill commits ``f(last)``; each verify commits two
+    tokens where the draft is right after ``a``, the token before the last committed one (``right[a]``), else one;
+    verifies go on until ``max_new_tokens`` are committed, the last one's overshoot trimmed and its correct draft
+    still counted (SGLang 0.5.16: 12 requests of 256 tokens with the always-right draft read 128 verify cycles and
+    128 correct drafts each, 2026-12-05)."""
+    tokens, verify, correct, a = 1, 0, 0, last
+    while tokens < max_new_tokens:
+        verify += 1
+        if right[a]:
+            correct, tokens, a = correct + 1, tokens + 2, f[f[a]]
+        else:
+            tokens, a = tokens + 1, f[a]
+    return verify, correct
+
+
+def pooled_and_mean(counts: list[tuple[int, int]]) -> tuple[float, float]:
+    """SGLang's pooled accept length ``1 + Σ correct / Σ verify`` and the mean of the per-request ``1 + c / v``."""
+    pooled = 1.0 + sum(c for _, c in counts) / sum(v for v, _ in counts)
+    return pooled, sum(1.0 + c / v for v, c in counts) / len(counts)
+
+
+def right_tokens(seed: int, quality: float) -> list[bool]:
+    """Per token id: is the varying draft's first guess right after it (the module's docstring). Each ordinary
+    token at cycle place ``i`` is right when its seeded draw is below ``m + A cos(2 pi i / n)`` (clipped to [0, 1]);
+    ``m`` is bisected so that one request from every prompt end, ``FIT_TOKENS`` long, pools to ``1 + quality``."""
+    import math
+    import random
+
+    order, f = cycle_order(seed), cycle_map(seed)
+    rng = random.Random(f"varying-draft-{seed}")
+    draws = [rng.random() for _ in order]
+    amp = min(quality, 1.0 - quality)
+    swing = [amp * math.cos(2 * math.pi * i / len(order)) for i in range(len(order))]
+
+    def rights(offset: float) -> list[bool]:
+        out = [False] * VOCAB
+        for a, u, w in zip(order, draws, swing, strict=True):
+            out[a] = u < min(1.0, max(0.0, offset + w))
+        return out
+
+    def pooled(offset: float) -> float:
+        r = rights(offset)
+        return pooled_and_mean([walk(f, r, a, FIT_TOKENS) for a in order])[0]
+
+    lo, hi = -amp, 1.0 + amp
+    for _ in range(24):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if pooled(mid) < 1.0 + quality else (lo, mid)
+    best = min((lo, hi), key=lambda m: abs(pooled(m) - 1.0 - quality))
+    return rights(best)
+
+
+def expected(seed: int, right: list[bool]) -> dict[str, object]:
+    """What a server of this draft must count: per prompt end (its last token), ``[spec_verify_ct,
+    spec_num_correct_drafts]`` at each of ``EXPECTED_TOKENS`` new tokens, and over one request per prompt end the
+    pooled accept length (SGLang's engine-wide one), the mean over requests, the lowest and the highest."""
+    f, out = cycle_map(seed), {}
+    for n in EXPECTED_TOKENS:
+        by_last = {a: walk(f, right, a, n) for a in range(FIRST_ORDINARY, VOCAB)}
+        pooled, mean = pooled_and_mean(list(by_last.values()))
+        each = [1.0 + c / v for v, c in by_last.values()]
+        out[str(n)] = {"pooled": round(pooled, 4), "request_mean": round(mean, 4), "lowest": round(min(each), 4),
+                       "highest": round(max(each), 4), "by_last_token": {str(a): list(vc) for a, vc in by_last.items()}}
+    return out
 
 
 def tokenizer_files(dest: Path) -> None:
@@ -147,29 +246,63 @@ def _shards(shape: Shape) -> list[str]:
     return ["model.safetensors"] if n == 1 else [f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)]
 
 
-def _present(dest: Path, shape: Shape, seed: int, draft_quality: float) -> dict[str, object] | None:
+def _target_files(target: Path, shape: Shape) -> list[Path]:
+    return [target / f for f in (*_shards(shape), "config.json", "tokenizer.json")]
+
+
+def _present(dest: Path, shape: Shape, seed: int, draft_quality: float, draft_profile: str = "uniform",
+             target_from: Path | None = None) -> dict[str, object] | None:
     """What an earlier run wrote into ``dest``, when it is this plan and every file is there."""
     try:
         made = json.loads((dest / "made.json").read_text())
     except (OSError, ValueError):
         return None
-    if (made.get("shape", "tiny"), made.get("seed"), made.get("draft_quality")) != (shape.name, seed, draft_quality):
+    plan = (made.get("shape", "tiny"), made.get("seed"), made.get("draft_quality"),
+            made.get("draft_profile", "uniform"), made.get("target_from"))
+    if plan != (shape.name, seed, draft_quality, draft_profile, str(target_from) if target_from else None):
         return None
-    files = [dest / "target" / f for f in (*_shards(shape), "config.json", "tokenizer.json")]
+    files = _target_files((target_from or dest) / "target", shape)
     files += [dest / "eagle3" / f for f in ("model.safetensors", "config.json")]
     return made if all(f.is_file() and f.stat().st_size for f in files) else None
 
 
+def _target_embedding(source: Path, shape: Shape, seed: int, device: str) -> object:
+    """The embedding of the target an earlier call made in ``source`` (this shape and seed), read from its files."""
+    from safetensors import safe_open
+
+    try:
+        made = json.loads((source / "made.json").read_text())
+    except (OSError, ValueError):
+        raise SystemExit(f"sglang_models: --target-from {source}: no made.json there (make the target first)") from None
+    if (made.get("shape", "tiny"), made.get("seed")) != (shape.name, seed):
+        raise SystemExit(f"sglang_models: --target-from {source}: made for shape {made.get('shape', 'tiny')} seed "
+                         f"{made.get('seed')}, not shape {shape.name} seed {seed}")
+    target = source / "target"
+    if not all(f.is_file() for f in _target_files(target, shape)):
+        raise SystemExit(f"sglang_models: --target-from {source}: the target's files are not all there")
+    index = target / "model.safetensors.index.json"
+    name = json.loads(index.read_text())["weight_map"]["model.embed_tokens.weight"] if index.exists() else (
+        "model.safetensors")
+    with safe_open(str(target / name), framework="pt", device=device) as fh:
+        return fh.get_tensor("model.embed_tokens.weight").float()
+
+
 def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Shape = "tiny",
-         device: str = "cpu", if_missing: bool = False) -> dict[str, object]:
+         device: str = "cpu", if_missing: bool = False, draft_profile: str = "uniform",
+         target_from: Path | None = None) -> dict[str, object]:
     """Write ``dest/target`` and ``dest/eagle3``; returns what was made (the map's seed, the expected accept).
     ``device``: where the random tensors are drawn (``cuda`` for the 8b shape: seconds instead of minutes);
-    ``if_missing``: keep what an earlier run wrote for the same plan."""
+    ``if_missing``: keep what an earlier run wrote for the same plan; ``draft_profile``: ``uniform`` (the
+    asked fraction of first guesses right, anywhere) or ``varying`` (right on a set dense in one arc of the cycle
+    and sparse in the other, engine-wide ``1 + draft_quality``); ``target_from``: write only the draft, for the
+    target an earlier call made there (same shape and seed)."""
     import torch
     from safetensors.torch import save_file
 
     sh = SHAPES[shape] if isinstance(shape, str) else shape
-    if if_missing and (made := _present(dest, sh, seed, draft_quality)) is not None:
+    if draft_profile not in DRAFT_PROFILES:
+        raise ValueError(f"draft_profile {draft_profile!r}: one of {', '.join(DRAFT_PROFILES)}")
+    if if_missing and (made := _present(dest, sh, seed, draft_quality, draft_profile, target_from)) is not None:
         return {**made, "kept": True}
     t0 = time.monotonic()
     H, bf, dev = sh.hidden, torch.bfloat16, torch.device(device)
@@ -179,7 +312,10 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
     inv = [0] * VOCAB
     for a in range(FIRST_ORDINARY, VOCAB):
         inv[f[a]] = a
-    emb = torch.randn(VOCAB, H, generator=g, device=dev)
+    if target_from is not None:  # the target's own embedding: the draft must read the same E
+        emb = _target_embedding(target_from, sh, seed, str(dev))
+    else:
+        emb = torch.randn(VOCAB, H, generator=g, device=dev)
 
     def rand(*size: int) -> torch.Tensor:
         return (torch.randn(*size, generator=g, device=dev) * 0.02).to(bf)
@@ -195,44 +331,53 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
         save_file(host, str(path), metadata={"format": "pt"})
         return sum(v.numel() * v.element_size() for v in host.values())
 
-    tdir = dest / "target"
-    tdir.mkdir(parents=True, exist_ok=True)
-    (tdir / "model.safetensors.index.json").unlink(missing_ok=True)
-    head = emb[inv].clone()  # lm_head[v] = E[f^-1(v)]
-    head[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]  # specials are never chosen
-    shard: dict[str, torch.Tensor] = {"model.embed_tokens.weight": emb.to(bf), "model.norm.weight": ones(H),
-                                      "lm_head.weight": head.to(bf)}
-    names, weight_map, total = _shards(sh), {}, 0
-    for i in range(sh.layers):
-        p = f"model.layers.{i}."
-        shard.update({
-            p + "self_attn.q_proj.weight": rand(q_out, H),
-            p + "self_attn.k_proj.weight": rand(kv_out, H),
-            p + "self_attn.v_proj.weight": rand(kv_out, H),
-            p + "self_attn.o_proj.weight": zeros(H, q_out),
-            p + "mlp.gate_proj.weight": rand(sh.inter, H),
-            p + "mlp.up_proj.weight": rand(sh.inter, H),
-            p + "mlp.down_proj.weight": zeros(H, sh.inter),
-            p + "input_layernorm.weight": ones(H),
-            p + "post_attention_layernorm.weight": ones(H),
-        })
-        if (i + 1) % sh.layers_per_shard == 0 or i + 1 == sh.layers:
-            name = names[i // sh.layers_per_shard]
-            weight_map.update(dict.fromkeys(shard, name))
-            total += save(shard, tdir / name)
-            shard = {}
-    if len(names) > 1:
-        (tdir / "model.safetensors.index.json").write_text(json.dumps(
-            {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2) + "\n")
-    (tdir / "config.json").write_text(json.dumps(target_config(sh), indent=2) + "\n")
-    (tdir / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}) + "\n")
-    tokenizer_files(tdir)
+    tdir = (target_from or dest) / "target"
+    if target_from is None:
+        tdir.mkdir(parents=True, exist_ok=True)
+        (tdir / "model.safetensors.index.json").unlink(missing_ok=True)
+        head = emb[inv].clone()  # lm_head[v] = E[f^-1(v)]
+        head[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]  # specials are never chosen
+        shard: dict[str, torch.Tensor] = {"model.embed_tokens.weight": emb.to(bf), "model.norm.weight": ones(H),
+                                          "lm_head.weight": head.to(bf)}
+        names, weight_map, total = _shards(sh), {}, 0
+        for i in range(sh.layers):
+            p = f"model.layers.{i}."
+            shard.update({
+                p + "self_attn.q_proj.weight": rand(q_out, H),
+                p + "self_attn.k_proj.weight": rand(kv_out, H),
+                p + "self_attn.v_proj.weight": rand(kv_out, H),
+                p + "self_attn.o_proj.weight": zeros(H, q_out),
+                p + "mlp.gate_proj.weight": rand(sh.inter, H),
+                p + "mlp.up_proj.weight": rand(sh.inter, H),
+                p + "mlp.down_proj.weight": zeros(H, sh.inter),
+                p + "input_layernorm.weight": ones(H),
+                p + "post_attention_layernorm.weight": ones(H),
+            })
+            if (i + 1) % sh.layers_per_shard == 0 or i + 1 == sh.layers:
+                name = names[i // sh.layers_per_shard]
+                weight_map.update(dict.fromkeys(shard, name))
+                total += save(shard, tdir / name)
+                shard = {}
+        if len(names) > 1:
+            (tdir / "model.safetensors.index.json").write_text(json.dumps(
+                {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2) + "\n")
+        (tdir / "config.json").write_text(json.dumps(target_config(sh), indent=2) + "\n")
+        (tdir / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}) + "\n")
+        tokenizer_files(tdir)
 
     two = [inv[inv[v]] if v >= FIRST_ORDINARY else 0 for v in range(VOCAB)]  # f^-2
-    dhead = emb[two].clone()
+    dhead = emb[two].clone()  # dhead[f(f(a))] = E[a]: the first guess after a is right
     dhead[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]
-    shuffled = round((1.0 - draft_quality) * (VOCAB - FIRST_ORDINARY))
-    if shuffled:
+    right: list[bool] | None = None
+    if draft_profile == "varying":
+        right = right_tokens(seed, draft_quality)
+        wrong = [a for a in cycle_order(seed) if not right[a]]
+        if len(wrong) == 1:  # no other wrong row to move to: E[a] is nowhere, the guess is some other token
+            dhead[f[f[wrong[0]]]] = -emb[wrong[0]]
+        elif wrong:  # E[a] moves to the row of the previous wrong token: a guess the full norm above the right one
+            rows = torch.tensor([f[f[a]] for a in wrong], device=dev)
+            dhead[rows] = emb[torch.tensor(wrong[1:] + wrong[:1], device=dev)]
+    elif shuffled := round((1.0 - draft_quality) * (VOCAB - FIRST_ORDINARY)):
         rows = torch.randperm(VOCAB - FIRST_ORDINARY, generator=g, device=dev)[:shuffled] + FIRST_ORDINARY
         dhead[rows] = dhead[rows[torch.randperm(shuffled, generator=g, device=dev)]]
     eye = torch.eye(H, device=dev) / 3
@@ -261,6 +406,12 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
     made: dict[str, object] = {"seed": seed, "draft_quality": draft_quality,
                                "expected_accept_length_steps2": 1.0 + draft_quality, "target": str(tdir),
                                "draft": str(ddir)}
+    if right is not None:
+        table = expected(seed, right)
+        made.update(draft_profile=draft_profile, right_tokens=[a for a in range(VOCAB) if right[a]], expected=table,
+                    expected_accept_length_steps2=table[str(FIT_TOKENS)]["pooled"])  # type: ignore[index]
+    if target_from is not None:
+        made.update(target_from=str(target_from))
     if sh.name != "tiny":  # the tiny plan's made.json as it always was
         made.update(shape=sh.name, device=str(dev), target_params=params_of(target_config(sh)),
                     draft_params=params_of(draft_config(sh), draft=True), seconds=round(time.monotonic() - t0, 1))
@@ -276,10 +427,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto",
                     help="where the random tensors are drawn: auto (cuda when torch sees a GPU, else cpu), cpu, cuda")
     ap.add_argument("--if-missing", action="store_true",
-                    help="keep what an earlier run wrote into DEST for the same shape, seed and draft quality")
+                    help="keep what an earlier run wrote into DEST for the same plan (shape, seed, draft profile and "
+                         "quality, target source)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draft-quality", type=float, default=1.0,
-                    help="fraction of first draft guesses that are right (default 1: accept length 2.00)")
+                    help="fraction of first draft guesses that are right (default 1: accept length 2.00); with "
+                         "--draft-profile varying, the engine-wide accept length minus one")
+    ap.add_argument("--draft-profile", choices=DRAFT_PROFILES, default="uniform",
+                    help="uniform (default: right anywhere at that fraction) or varying (right on a set dense in one "
+                         "arc of the token cycle and sparse in the other: accept length varies by prompt and position)")
+    ap.add_argument("--target-from", type=Path, default=None, metavar="DIR",
+                    help="write only the draft, for the target an earlier call made in DIR (same shape and seed)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.draft_quality <= 1.0:
         ap.error("--draft-quality: a fraction from 0 to 1")
@@ -288,7 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(json.dumps(make(Path(a.dest), a.seed, a.draft_quality, a.shape, device, a.if_missing), sort_keys=True))
+    made = make(Path(a.dest), a.seed, a.draft_quality, a.shape, device, a.if_missing, a.draft_profile, a.target_from)
+    shown = {k: v for k, v in made.items() if k not in ("right_tokens", "expected")}
+    if isinstance(table := made.get("expected"), dict):  # the means, not the per-token tables
+        shown["expected"] = {n: {k: v for k, v in t.items() if k != "by_last_token"} for n, t in table.items()}
+    print(json.dumps(shown, sort_keys=True))
     return 0
 
 

@@ -140,3 +140,35 @@ def test_the_cache_and_context_fault_flags_are_documented_and_bounded() -> None:
         resolve(parse(["--ref-fault-stale-draft", "-1"]), cuda_available=False)
     with pytest.raises(ArgError, match="--ref-fault-draft-context"):
         resolve(parse(["--ref-fault-draft-context", "-5"]), cuda_available=False)
+
+
+def _batched(**faults: object) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """Greedy outputs and verify cycles of every prompt in one batch (all added before the first step)."""
+    eng = Engine(EngineConfig(preset="ref-tiny", device="cpu", dtype="float32", spec_algorithm="EAGLE3", num_steps=2,
+                              **faults))
+    outs: dict[str, list[int]] = {}
+    cycles: dict[str, int] = {}
+    for i, p in enumerate(PROMPTS):
+        eng.add_request(RequestSpec(f"r{i}", TOK.encode(p), 32, ignore_eos=True))
+    while eng.has_work():
+        out = eng.step()
+        for rid, toks in out.new_tokens.items():
+            outs.setdefault(rid, []).extend(toks)
+            cycles[rid] = cycles.get(rid, 0) + (rid in out.accept_lens)
+    return outs, cycles
+
+
+def test_a_draft_gathered_one_request_off_lowers_acceptance_only_in_shared_batches() -> None:
+    """--ref-fault-batch-draft: alone, a request drafts and accepts as a healthy one; in a batch of two each is
+    verified against the other's drafts, accepts (almost) nothing, and its greedy output is unchanged."""
+    _, plain, _ = _run()
+    _, alone, alone_cycles = _run(2, fault_batch_draft=True)
+    _, healthy_alone, healthy_cycles = _run(2)
+    assert (alone, alone_cycles) == (healthy_alone, healthy_cycles)  # a batch of one is untouched
+    healthy, batch_healthy_cycles = _batched()
+    faulty, faulty_cycles = _batched(fault_batch_draft=True)
+    assert healthy == faulty == plain
+    assert batch_healthy_cycles == healthy_cycles  # healthy: the batch changes nothing (CPU float32)
+    assert all(faulty_cycles[r] > healthy_cycles[r] + 5 for r in healthy_cycles), (healthy_cycles, faulty_cycles)
+    assert "--ref-fault-batch-draft" in build_parser().format_help()
+    assert resolve(build_parser().parse_args(["--ref-fault-batch-draft"]), cuda_available=False).ref_fault_batch_draft

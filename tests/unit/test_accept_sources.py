@@ -72,4 +72,5 @@ def test_the_verdict_names_the_sources_it_used() -> None:
                                                     metas=[_meta(21, 10, 10)])
     verdict = accept_length.evaluate("spec", 2, ests, problems, notes)
     assert verdict.passed
-    assert verdict.reason == "2 sources agree on 2.000 (≤ num_steps+1 = 3; Decode lines; meta_info of 1 requests)"
+    assert verdict.reason == ("2 sources agree on 2.000 pooled over verify cycles (≤ num_steps+1 = 3; Decode lines; "
+                              "meta_info of 1 requests)")

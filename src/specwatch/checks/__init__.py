@@ -7,7 +7,10 @@ check                  on a live server (and recorded      pure judge
 environment            :mod:`.environment`                 :mod:`.envcheck`, :mod:`.envtree`
 verify graphs          :mod:`.verify_graphs`               :mod:`.graphcheck`
 phase graphs           :mod:`.phase_graphs`                :mod:`.phasegraphs`
-accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`
+accept length          :mod:`.accept_length`               :mod:`specwatch.judge.speculative`,
+                                                           :mod:`specwatch.judge.averaging`
+accept length by       :mod:`.accept_concurrency`          :mod:`.batchaccept`
+concurrency
 draft alive            :mod:`.draft_alive`                 :mod:`specwatch.judge.draftalive`
 lossless               :mod:`.lossless_live`               :mod:`.lossless`
 stops                  :mod:`.stops_live`                  :mod:`.stops`
@@ -23,9 +26,11 @@ A saved capture of a server (``specwatch inspect``) is judged by :mod:`.inspect`
 """
 
 __all__ = [
+    "accept_concurrency",
     "accept_length",
     "allreduce",
     "allreduce_ranks",
+    "batchaccept",
     "cache_life",
     "context_length",
     "draft_alive",

@@ -5,9 +5,12 @@ windows (each covers its window), the ``sglang:spec_accept_length`` gauge (the l
 it must equal the last Decode line's value), the ``/metrics`` counter deltas, ``/server_info``'s value
 (cumulative since boot or the last ``/flush_cache``: the window's only when a flush took before it), the
 requests' ``meta_info`` (exact, and ``spec_accept_length`` = ``completion_tokens / spec_verify_ct`` per
-request). Every verdict names the sources it used. The definitions and conversions are
+request). Every verdict names the sources it used and the averaging each uses (:mod:`specwatch.judge.averaging`:
+pooled over verify cycles, over requests, over log windows; they part when acceptance varies by request, and a
+claimed value that is one of them is reconciled as such). The definitions and conversions are
 :mod:`specwatch.judge.speculative`'s (it also owns "the accept length of a measurement");
-:func:`estimates` gathers the sources, :func:`evaluate` reconciles them (recorded data too),
+:func:`estimates` gathers the sources, :func:`averages` their averagings, :func:`evaluate` reconciles them
+(recorded data too),
 :func:`check` does both for a live measurement, :func:`explain_value` tells what a claimed number
 probably is. Each returns a :class:`~specwatch.judge.verdict.Verdict` named ``accept length``.
 """
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from specwatch.checks.verdictlog import VerdictLog, record
 from specwatch.engines.protocol import MetricNames
 from specwatch.engines.registry import native_metrics
-from specwatch.judge import speculative
+from specwatch.judge import averaging, speculative
 from specwatch.judge.verdict import Verdict
 from specwatch.profiles.profile import ServerProfile
 from specwatch.signals.logscan import DecodeRecord
@@ -31,8 +34,8 @@ if TYPE_CHECKING:
     from specwatch.server.pool import RunningServer
     from specwatch.signals.promtext import Exposition
 
-__all__ = ["NAME", "NEEDS", "WINDOW_SLACK", "check", "claim_disagreements", "estimates", "evaluate", "explain_value",
-           "flush_took", "measured_estimates", "num_steps"]
+__all__ = ["NAME", "NEEDS", "WINDOW_SLACK", "averages", "check", "claim_disagreements", "estimates", "evaluate",
+           "explain_value", "flush_took", "measured_estimates", "num_steps"]
 
 NAME = "accept length"
 #: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`)
@@ -212,6 +215,28 @@ def _completion_ratios(metas: Sequence[Mapping[str, Any]], num_steps: int) -> sp
         source=f"meta_info completion_tokens/spec_verify_ct of {len(done)} requests (bounded)")
 
 
+def averages(decode_records: Sequence[DecodeRecord] = (), metas: Sequence[Mapping[str, Any]] = ()
+             ) -> averaging.Means | None:
+    """Every averaging of the same measurement (:mod:`specwatch.judge.averaging`): the requests' counts pooled and
+    per request, the Decode lines batch-weighted and unweighted; None when neither is there."""
+    windows = averaging.of_windows([(r.accept_len, r.running) for r in decode_records if r.accept_len is not None])
+    per_request = averaging.of_requests(metas)
+    if per_request is None:
+        return averaging.Means(tuple(windows)) if windows else None
+    return averaging.Means((*per_request.means, *windows), per_request.requests, per_request.lowest,
+                           per_request.highest)
+
+
+def _averaging_lines(ests: Sequence[speculative.Estimate], means: averaging.Means | None) -> list[str]:
+    """Which averaging each source uses, then every averaging of the same counts (when known)."""
+    kinds = {e.source or e.convention.value: averaging.averaging_of(e.source) for e in ests}
+    if kinds and all(k is averaging.Averaging.POOLED for k in kinds.values()):
+        lines = ["  averaging: every source above is pooled over verify cycles (Σ committed / Σ verify rows)"]
+    else:
+        lines = [f"  averaging of {name}: {k.value if k else 'unknown'}" for name, k in kinds.items()]
+    return lines + [f"  averaging: {line}" for line in (means.lines() if means is not None else [])]
+
+
 def evaluate(
     profile: str,
     num_steps: int,
@@ -221,27 +246,37 @@ def evaluate(
     slack: float = WINDOW_SLACK,
     claimed: float | None = None,
     num_draft_tokens: int | None = None,
+    means: averaging.Means | None = None,
 ) -> Verdict:
     """Reconcile the estimates (widened by ``slack``: Decode-line windows cover the verify cycles
     of the log windows, not exactly the finished requests); a ``claimed`` value is explained
-    (:func:`explain_value`) and compared with each live source (:func:`claim_disagreements`)."""
+    (:func:`explain_value`) and compared with each live source (:func:`claim_disagreements`); one that is another
+    averaging of the same counts (``means``, :func:`averages`: a mean over requests, over log windows) is
+    reconciled as that averaging, not a disagreement."""
     ests = list(estimates)
     extra: list[str] = []
     apart: list[str] = []
+    reconciled = ""
     if claimed is not None:
         why = explain_value(claimed, num_steps, num_draft_tokens, profile, "claimed value")
         if why.failed:
             extra.append(why.reason)
         apart = claim_disagreements(claimed, ests)
+        hit = averaging.explain(claimed, means.means) if apart and means is not None and not extra else None
+        if hit is not None:
+            reconciled = (f"the claimed value {claimed:g} is the {hit.averaging.value}, {hit.describe()}: apart from "
+                          "the pooled sources by averaging only")
+            apart = []
     if not ests and not problems:
         unjudged = "; the claimed value had nothing to be compared with" if claimed is not None else ""
         return Verdict.of(NAME, None, "no accept-length source answered", "no accept-length source answered"
                           + unjudged + ": " + "; ".join(notes), profile=profile)
     rec = speculative.reconcile(ests, num_steps=num_steps, slack=slack)
-    lines = [rec.message()]
+    lines = [rec.message(), *_averaging_lines(ests, means)]
     lines += [f"  problem: {p}" for p in problems]
     lines += [f"  explanation: {e}" for e in extra]
     lines += [f"  claim: {a}" for a in apart]
+    lines += [f"  claim: {reconciled}"] if reconciled else []
     lines += [f"  note: {n}" for n in notes]
     message = "\n".join(lines)
     if problems or not rec.agree or extra or apart:
@@ -251,9 +286,14 @@ def evaluate(
     mid = statistics.median(e.value for e in ests)  # the middle of the agreeing sources, for the one-line reason
     agreed = f"{len(ests)} sources agree on" if len(ests) > 1 else "its one source reads"
     used = "; ".join(_source_name(e) for e in ests)
-    claim = f"; the claimed value {claimed:g} agrees with them" if claimed is not None else ""
-    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} (≤ num_steps+1 = {num_steps + 1}; {used}){claim}",
-                      profile=profile, details=rec)
+    claim = f"; the claimed value {claimed:g} agrees with them" if claimed is not None and not reconciled else ""
+    claim += f"; {reconciled}" if reconciled else ""
+    spread = ""
+    if means is not None and means.varies and (per := means.of(averaging.Averaging.PER_REQUEST)):
+        spread = (f"; per request {means.lowest:.2f} to {means.highest:.2f}, their mean {per[0].value:.3f}: apart "
+                  "from the pooled value by averaging only")
+    return Verdict.of(NAME, True, message, f"{agreed} {mid:.3f} pooled over verify cycles (≤ num_steps+1 = "
+                      f"{num_steps + 1}; {used}){spread}{claim}", profile=profile, details=rec)
 
 
 def claim_disagreements(claimed: float, ests: Sequence[speculative.Estimate]) -> list[str]:
@@ -322,4 +362,5 @@ def check(
         notes.append("no log file (--server-url): Decode-line windows not read")
     ndt = prof.speculative.draft_tokens if prof.speculative else None
     ndt = ndt or info.get("speculative_num_draft_tokens")
-    return record(log, evaluate(prof.name, steps, ests, problems, notes, slack, claimed, ndt))
+    means = averages(measurement.decode_records, [g.meta_info for g in measurement.generations])
+    return record(log, evaluate(prof.name, steps, ests, problems, notes, slack, claimed, ndt, means))

@@ -159,7 +159,7 @@ def _disabled_cause(server_info: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _max_running(server_info: Mapping[str, Any]) -> int | None:
+def max_running(server_info: Mapping[str, Any]) -> int | None:
     """The resolved ``--max-running-requests`` (SGLang keeps None when unset; the scheduler's value then)."""
     for value in (server_info.get("max_running_requests"),
                   _state(server_info).get("effective_max_running_requests_per_dp"),
@@ -193,7 +193,7 @@ def capture_limit_cause(
     ``observed``: the Decode lines showed such batches (else they could run, by the load's concurrency).
     """
     top = max(captured)
-    mrr = _max_running(server_info)
+    mrr = max_running(server_info)
     reach = ([f"--max-running-requests {mrr}"] if mrr is not None else []) + (
         [f"load concurrency {concurrency}"] if concurrency else [])
     bounds = [x for x in (mrr, concurrency) if x]
@@ -236,7 +236,7 @@ def explain_eager(
                       "server-side switch or patch runs verify eager as well")
         return cause
     if not eager_sizes and concurrency and concurrency > top:
-        reach = min(x for x in (concurrency, _max_running(server_info)) if x)
+        reach = min(x for x in (concurrency, max_running(server_info)) if x)
         if reach > top:
             return "no Decode line says which batches verified eagerly; " + capture_limit_cause(
                 server_info, captured, reach, concurrency, observed=False)

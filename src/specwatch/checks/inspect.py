@@ -116,7 +116,8 @@ def _accept_length(cap: Capture, profile: ServerProfile | None, name: str, decod
                  "/flush_cache")
     spec = profile.speculative if profile is not None else None
     ndt = (spec.draft_tokens if spec else None) or info.get("speculative_num_draft_tokens")
-    return accept_length.evaluate(name, steps, ests, problems, notes, num_draft_tokens=ndt)
+    return accept_length.evaluate(name, steps, ests, problems, notes, num_draft_tokens=ndt,
+                                  means=accept_length.averages(decodes))
 
 
 def profile_notes(cap: Capture, profile: ServerProfile | None) -> list[str]:

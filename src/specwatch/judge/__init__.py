@@ -3,6 +3,7 @@ the one Verdict type of checks and gates. Imports nothing else of specwatch but 
 """
 
 __all__ = [
+    "averaging",
     "cachelife",
     "changepoint",
     "compare",

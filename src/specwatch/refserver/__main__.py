@@ -71,7 +71,8 @@ class Launcher:
                     fault_eager_verify=a.ref_fault_eager_verify, fault_slowdown_pct=a.ref_fault_slowdown,
                     fault_diverge=a.ref_fault_diverge, fault_perturb_draft=a.ref_fault_perturb_draft,
                     fault_stale_draft_after=-1 if a.ref_fault_stale_draft is None else a.ref_fault_stale_draft,
-                    fault_draft_context=a.ref_fault_draft_context)
+                    fault_draft_context=a.ref_fault_draft_context,
+                    fault_batch_draft=a.ref_fault_batch_draft)
                 p = self.ctx.Process(target=worker.run, args=(cfg, self.cmd_q if rank == 0 else None, self.out_q),
                                      name=f"scheduler_{rank}", daemon=False)
                 p.start()

@@ -17,6 +17,10 @@ FAULT SWITCHES (reference-only, for proving specwatch's checks on real causes):
   --ref-fault-draft-context POS
                                the draft is nearly dead (a bias of 3 standard deviations) at cache positions at or
                                past POS, as a draft trained on shorter contexts; greedy output stays lossless
+  --ref-fault-batch-draft      in a batch of more than one request, each request is verified against the
+                               draft tokens of the request before it (a gather off by one row, the class of
+                               TensorRT-LLM PR 4168): acceptance drops only when requests share a batch,
+                               greedy output is unchanged (the target verifies every draft token)
   --ref-fault-drop-env PREFIX  remove every variable starting with PREFIX from the workers'
                                environment before they are spawned (reproduces "the NCCL variables
                                never reached the workers"); may be repeated
@@ -89,6 +93,7 @@ class ServerArgs:
     ref_fault_perturb_draft: float = 0.0
     ref_fault_stale_draft: int | None = None
     ref_fault_draft_context: int = 0
+    ref_fault_batch_draft: bool = False
     ref_fault_drop_env: list[str] = field(default_factory=list)
     # Resolved, not flags.
     cuda_graph_bs: list[int] = field(default_factory=list)
@@ -159,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ref-fault-draft-context", type=int, default=0, metavar="POS",
                    help="the draft's quality falls at cache positions at or past POS (acceptance near none there, "
                         "output lossless): a draft trained on shorter contexts")
+    g.add_argument("--ref-fault-batch-draft", action="store_true",
+                   help="verify each request of a batch of more than one against the draft tokens of the request "
+                        "before it (a gather off by one row): acceptance drops only in shared batches, greedy output "
+                        "stays lossless")
     g.add_argument("--ref-fault-drop-env", action="append", default=[], metavar="PREFIX",
                    help="remove variables with this prefix from the workers' environment (repeatable)")
     return p

@@ -55,6 +55,7 @@ class EngineConfig:
     fault_perturb_draft: float = 0.0
     fault_stale_draft_after: int = -1  # -1 off; else prompt tokens since the last flush (0: the KV pool's size)
     fault_draft_context: int = 0  # 0 off; else the first position whose draft token is biased
+    fault_batch_draft: bool = False  # a batch of several requests verifies each against its neighbour's drafts
     seed: int = 0
 
 
@@ -415,6 +416,8 @@ class Engine:
             cur = scores.argmax(dim=-1)
             drafts.append(cur)
         draft = torch.stack(drafts, dim=1)  # [B, n]
+        if self.cfg.fault_batch_draft and draft.shape[0] > 1:  # the fault: draft rows gathered one request off
+            draft = draft.roll(1, dims=0)
         verify_in = torch.cat([last[:, None], draft], dim=1)  # [B, n+1]
         logits, graphed = self._run("target", "verify", verify_in, pos, slots, max_pos + n)
         target = self._pick(logits, batch)  # [B, n+1]: the target's token after each prefix

@@ -52,6 +52,7 @@ class WorkerConfig:
     fault_perturb_draft: float = 0.0
     fault_stale_draft_after: int = -1
     fault_draft_context: int = 0
+    fault_batch_draft: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -171,7 +172,7 @@ class _Worker:
             cuda_graph_bs=c.cuda_graph_bs, fault_eager_verify=c.fault_eager_verify,
             fault_slowdown_pct=c.fault_slowdown_pct, fault_diverge=c.fault_diverge,
             fault_perturb_draft=c.fault_perturb_draft, fault_stale_draft_after=c.fault_stale_draft_after,
-            fault_draft_context=c.fault_draft_context, seed=c.seed)
+            fault_draft_context=c.fault_draft_context, fault_batch_draft=c.fault_batch_draft, seed=c.seed)
         return Engine(ecfg, tp_group=self.tp_group)
 
     def _avail_mem_gb(self) -> float:
