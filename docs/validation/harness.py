@@ -79,6 +79,9 @@ SETTINGS: dict[str, str] = {
     "sglang_sleep": "6000000",  # sglang-drift-x1: GPU cycles slept after every graph replay (about 3 ms)
     "sgl8b_baselines": "/tmp/sgl8b-baselines",  # sglang-8b-x1 leaves its recorded baselines here, sglang-8b-ab-x1 reads
     "sgl8b_head": "docs/validation/sglang/eagle3-8b-slow3.toml",  # sglang-8b-ab-x1: the head ab judges
+    "sgl_release_base": "0.5.15.post1",  # sglang-8b-releases-x1: the older SGLang release of the pair ab judges
+    "sgl_release_head": "0.5.16",  # ... and the newer (SGL_RELEASES)
+    "sgl_release_server": "eagle3",  # ... and which server: "eagle3" (eagle3-8b-<release>.toml) or "plain"
 }
 
 
@@ -786,6 +789,58 @@ def sglang_8b_accept_x1(p: Plan) -> None:
                            f"--specwatch-profiles={q92}", gpu="0", env={expect: f"{SGL8B_Q92}/made.json"})]]]
 
 
+#: the SGLang releases sglang-8b-releases-x1 runs, oldest first: 0.5.16's kit, the others an overlay on it
+#: (docs/validation/sglang_kit.py, VERSION_PINS); each release's EAGLE-3 profile
+SGL_RELEASES: dict[str, str] = {
+    "0.5.12": "docs/validation/sglang/eagle3-8b-0.5.12.toml",
+    "0.5.13": "docs/validation/sglang/eagle3-8b-0.5.13.toml",
+    "0.5.14": "docs/validation/sglang/eagle3-8b-0.5.14.toml",
+    "0.5.15.post1": "docs/validation/sglang/eagle3-8b-0.5.15.post1.toml",
+    "0.5.16": SGL8B_BASE,
+    "0.5.17": SGL8B_V0517,
+}
+SGL_KIT_RELEASE = "0.5.16"
+SGL_OLD_GRAPH_FLAG = ("0.5.12", "0.5.13")  # --cuda-graph-max-bs only (no --cuda-graph-max-bs-decode)
+
+
+def _release_profile(p: Plan, release: str, server: str) -> str:
+    """The 8b profile of ``server`` ("eagle3" or "plain") on SGLang ``release``: the committed EAGLE-3 one, or
+    plain-8b.toml with the release's site (and, for 0.5.12 and 0.5.13, the graph limit in the flag they know)."""
+    if server == "eagle3":
+        return SGL8B_BASE if release == SGL_KIT_RELEASE else SGL_RELEASES[release]
+    if release == SGL_KIT_RELEASE:
+        return "docs/validation/sglang/plain-8b.toml"
+    replace = [(r'^pythonpath = \["/tmp/sgl/site"\]', f'pythonpath = ["/tmp/sgl-{release}/site"]')]
+    if release in SGL_OLD_GRAPH_FLAG:
+        replace += [(r"^cuda_graph_max_bs = 8\n", ""),
+                    (r'^extra_args = \[', 'extra_args = ["--cuda-graph-max-bs", "8", ')]
+    return p.profile("docs/validation/sglang/plain-8b.toml", f"plain-8b-{release}", replace=tuple(replace))
+
+
+def sglang_8b_releases_x1(p: Plan) -> None:
+    """Real SGLang at Llama-3.1-8B's sizes alone on one GPU: ``specwatch ab`` of one SGLang release (setting
+    ``sgl_release_base``) against another (``sgl_release_head``; consecutive ones of :data:`SGL_RELEASES`), the
+    EAGLE-3 or the plain server (``sgl_release_server``), under the 8B shape's recorded round spread. Every release but
+    0.5.16 is an overlay on 0.5.16's kit: a call carries at most one overlay beside the tree, and the sites stay in
+    /tmp on a warm machine, so the kit comes in a call before and each overlay in its own call (``--if-missing``
+    keeps the kit, the models and each site an earlier call made); resumable across calls."""
+    base, head, server = p.s["sgl_release_base"], p.s["sgl_release_head"], p.s["sgl_release_server"]
+    for key, value in (("sgl_release_base", base), ("sgl_release_head", head)):
+        if value not in SGL_RELEASES:
+            raise SystemExit(f"harness: {key}={value}: expected one of {', '.join(SGL_RELEASES)}")
+    if base == head or server not in ("eagle3", "plain"):
+        raise SystemExit(f"harness: sgl_release_base and sgl_release_head must differ ({base}), "
+                         f"sgl_release_server must be eagle3 or plain ({server})")
+    kit = "docs/validation/sglang_kit.py"
+    overlays = [Step(f"sglang-overlay-{r}", [p.py, kit, "overlay", "--version", r, "--if-missing"], 120)
+                for r in (base, head) if r != SGL_KIT_RELEASE]
+    sites = {r: "/tmp/sgl/site" if r == SGL_KIT_RELEASE else f"/tmp/sgl-{r}/site" for r in (base, head)}
+    imports = [Step(f"sglang-versions-{r}", [p.py, kit, "versions", site], 120, "0") for r, site in sites.items()]
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, *imports,
+                  _sgl_ab(p, f"sgl8b-ab-{server}-{base}-{head}", _release_profile(p, head, server), 560, "2",
+                          base=_release_profile(p, base, server), round_history=SGL_STORE)]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -915,6 +970,10 @@ SCENARIOS = {s.name: s for s in (
              "two drafts whose acceptance varies (engine-wide 1.50; the seeds' 1.92): accept-length sources and their "
              "averaging, acceptance by concurrency (1, 4, 9 above the captured 8, 16), the claimed 0.92",
              "(new: issue 43)", sglang_8b_accept_x1),
+    Scenario("sglang-8b-releases-x1", "real SGLang at Llama-3.1-8B's sizes alone on one GPU: specwatch ab of two "
+             "SGLang releases (sgl_release_base, sgl_release_head: 0.5.12 to 0.5.17), EAGLE-3 or plain; each release "
+             "but 0.5.16 an overlay on its kit, carried in a call of its own; resumable", "(new: issue 46)",
+             sglang_8b_releases_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

@@ -5,15 +5,18 @@
     python docs/validation/sglang_kit.py build --version 0.5.17 --overlay-on 0.5.16  # .kit/sglang-0.5.17-overlay.tar.xz
     python docs/validation/sglang_kit.py setup      # there (no network): kit into /tmp/sgl, models, JIT caches
     python docs/validation/sglang_kit.py overlay    # there, after setup: /tmp/sgl-0.5.17/site = 0.5.16's + the overlay
+    python docs/validation/sglang_kit.py overlay --version 0.5.12   # the same for 0.5.12 ... 0.5.15.post1
+    python docs/validation/sglang_kit.py versions /tmp/sgl-0.5.12/site  # there: import the server path, print versions
     python docs/validation/sglang_kit.py save-jit "$OUT/jit-cache.tar.xz" # there, after the servers ran
 
 Why a kit: the device has Python 3.12, torch 2.11.0+cu130, triton 3.6.0 and transformers 5.17, no network, and
-one call carries at most 64 MiB. SGLang 0.5.16 and 0.5.17 pin torch==2.11.0 (0.5.23 pins torch 2.14.1 and its
-kernel wheel does not load under 2.11). Their full dependency set is about 3.4 GB unpacked; the server path of a
-Llama target with an EAGLE-3 draft (triton attention, pytorch sampling, no grammar backend) imports a small part
-of it. ``KIT`` lists that part, pinned to what pip resolves for ``sglang==<v>`` beside the device's packages; each
-entry says why it is there. ``TRIMS`` drops files the server path never loads, each checked by size so that a
-changed wheel fails the build instead of shipping something else. The folder ``.kit/`` is ignored by git and
+one call carries at most 64 MiB. SGLang 0.5.12 to 0.5.17 pin torch==2.11.0 (0.5.23 pins torch 2.14.1 and its
+kernel wheel does not load under 2.11); each release but 0.5.16 is an overlay on 0.5.16's kit (``VERSION_PINS``).
+Their full dependency set is about 3.4 GB unpacked; the server path of a Llama target with an EAGLE-3 draft (triton
+attention, pytorch sampling, no grammar backend) imports a small part of it. ``KIT`` lists that part, pinned to
+what pip resolves for ``sglang==<v>`` beside the device's packages; each entry says why it is there. ``TRIMS`` drops
+files the server path never loads, each checked by size so that a changed wheel fails the build instead of shipping
+something else (``TRIMS_BY_PIN``: how other versions' wheels differ). The folder ``.kit/`` is ignored by git and
 named in the device call's ``carry``.
 
 Built against the device image's package list (/work/.library/device/KINDS.md): anything it has (numpy,
@@ -109,12 +112,38 @@ KIT: dict[str, str] = {
     "cuda-python==13.4.4": "the metapackage sglang pins (the device's cuda-bindings answers)",
 }
 
-#: what another version pins differently (name -> version); 0.5.17 moved flashinfer (and helion and sgl-deep-gemm,
-#: neither carried; its new ``xxhash`` the device has). Read from each version's METADATA (Requires-Dist).
+#: what another version pins differently (name -> version), read from each version's METADATA (Requires-Dist) in its
+#: cp312 manylinux_2_34 wheel; every one of them pins torch==2.11.0, the device's. 0.5.17 moved flashinfer (and helion
+#: and sgl-deep-gemm, neither carried; its new ``xxhash`` the device has). The older releases' other pins that differ
+#: from 0.5.16's are not carried, each for its reason:
+#:
+#: * apache-tvm-ffi==0.1.9 (0.5.12, 0.5.13, 0.5.14; 0.1.11 from 0.5.15.post1): the kit's xgrammar 0.2.7 requires
+#:   apache-tvm-ffi>=0.1.10, and the pinned xgrammar (0.2.0 in 0.5.12, 0.2.1 after: 118 MB unpacked) is too big to
+#:   carry; flashinfer 0.6.11.post1 and 0.6.12 accept >=0.1.6,<0.2 (not 0.1.8). Every release runs on 0.1.11.
+#: * xgrammar 0.2.0 / 0.2.1: 0.2.7 for every release, as for 0.5.16 (``--grammar-backend none``; the names each
+#:   release imports from xgrammar, StructuralTag and the structural_tag formats, are all in 0.2.7).
+#: * flashinfer_cubin==0.6.11.post1 (0.5.12), ==0.6.12 (0.5.13 to 0.5.15.post1): prebuilt kernels, not pinned by
+#:   0.5.16 and not in the base kit; with ``--attention-backend triton`` and ``--sampling-backend pytorch``
+#:   flashinfer's cubins are not on the path.
+#: * sgl-deep-gemm 0.1.0 / 0.1.2 / 0.1.3 / 0.1.4 (0.1.4.post1 in 0.5.16): the deep_gemm placeholder, as for 0.5.16
+#:   (each release imports deep_gemm only under a CUDA guard or in DSA/NSA code a triton-attention Llama never loads).
+#: * kernels (unpinned in 0.5.12), mistral_common>=1.11.0 (0.5.12-0.5.14): the kit's 0.14.1 and 1.13.1 satisfy them;
+#:   transformers 5.6.0 and 5.8.1 accept the kit's tokenizers 0.22.2 (<=0.23.0,>=0.22.0).
 VERSION_PINS: dict[str, dict[str, str]] = {
+    # sglang-0.5.12-cp312-cp312-manylinux_2_34_x86_64.whl, Requires-Dist
+    "0.5.12": {"sglang-kernel": "0.4.2.post2", "flashinfer-python": "0.6.11.post1", "transformers": "5.6.0"},
+    # sglang-0.5.13-cp312-cp312-manylinux_2_34_x86_64.whl (flashinfer_python[cu13]==0.6.12)
+    "0.5.13": {"sglang-kernel": "0.4.3", "flashinfer-python": "0.6.12", "transformers": "5.8.1"},
+    # sglang-0.5.14-cp312-cp312-manylinux_2_34_x86_64.whl
+    "0.5.14": {"sglang-kernel": "0.4.4", "flashinfer-python": "0.6.12", "transformers": "5.8.1"},
+    # sglang-0.5.15.post1-cp312-cp312-manylinux_2_34_x86_64.whl (transformers==5.12.1, apache-tvm-ffi==0.1.11 as 0.5.16)
+    "0.5.15.post1": {"sglang-kernel": "0.4.4", "flashinfer-python": "0.6.12"},
     "0.5.16": {},
     "0.5.17": {"flashinfer-python": "0.6.15.post1"},
 }
+
+#: the releases whose kit is 0.5.16's with an overlay, oldest first (``build --version V --overlay-on 0.5.16``)
+OVERLAY_BASE = "0.5.16"
 
 
 def pins(version: str) -> list[str]:
@@ -141,6 +170,38 @@ TRIMS: list[tuple[str, float]] = [
     ("pycountry/locales", 10.0),
     ("bin", 0.0),
 ]
+
+#: mscclpp in sglang-kernel 0.4.2.post2 and 0.4.3 (top level of the wheel): its Python extension is built for
+#: CPython 3.10 (``.cpython-310``: Python 3.12 cannot import it), and no sgl_kernel library links its shared objects
+#: (``readelf -d``: sm90/common_ops.abi3.so needs torch, CUDA and libc only); sgl_kernel.allreduce reaches mscclpp
+#: through torch.ops, for ``--enable-mscclpp`` only
+MSCCLPP_TRIMS: list[tuple[str, float]] = [
+    ("_mscclpp.cpython-310-x86_64-linux-gnu.so", 3.0),  # 3.5 MiB
+    ("lib", 30.0),  # 33.3 MiB: mscclpp.so, mscclpp_nccl.so (each three times) and their static archives
+    ("lib64", 0.0),  # cmake files
+    ("include", 0.1),  # mscclpp headers (0.2 MiB)
+]
+
+#: how another version's wheel differs from TRIMS (read from its file list): path -> the least MiB it must have had
+#: (a trim of its own), or None (not in that wheel, or kept there)
+TRIMS_BY_PIN: dict[str, dict[str, float | None]] = {
+    "sglang-kernel==0.4.2.post2": {"sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so": None,
+                                   **dict(MSCCLPP_TRIMS)},
+    "sglang-kernel==0.4.3": {"sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so": None, **dict(MSCCLPP_TRIMS)},
+    "sglang-kernel==0.4.4": {"sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so": None},
+    # 0.5.12's gRPC extension is 0.7 MiB (7.2 in 0.5.16): kept
+    "sglang==0.5.12": {"sglang/srt/grpc/_core.cpython-312-x86_64-linux-gnu.so": None},
+}
+
+
+def trims_for(wanted_pins: list[str]) -> list[tuple[str, float]]:
+    """TRIMS as the wheels of ``wanted_pins`` have them (:data:`TRIMS_BY_PIN`), in TRIMS' order, then their own."""
+    changed: dict[str, float | None] = {}
+    for pin in wanted_pins:
+        changed.update(TRIMS_BY_PIN.get(pin, {}))
+    out = [(rel, changed.get(rel, floor)) for rel, floor in TRIMS]
+    out += [(rel, floor) for rel, floor in changed.items() if rel not in dict(TRIMS)]
+    return [(rel, floor) for rel, floor in out if floor is not None]
 
 #: a placeholder for ``deep_gemm``: sglang 0.5.16's dsa_backend (imported by eagle_worker_v2 when it captures
 #: CUDA graphs, for every model) runs ``import deep_gemm``; with SGLANG_ENABLE_JIT_DEEPGEMM=0 nothing else is used
@@ -202,12 +263,11 @@ def unpack_wheels(wheels: list[Path], site: Path) -> None:
     subprocess.run([*cmd, *map(str, wheels)], check=True, env=env)
 
 
-def trim(site: Path, overlay: bool = False) -> list[str]:
-    """Apply TRIMS (each checked by size), drop the big sm90 kernel file's siblings, add the deep_gemm and datasets
-    placeholders.
-    An overlay applies only the trims under the packages it carries, and keeps the base's placeholder."""
+def trim(site: Path, overlay: bool = False, trims: list[tuple[str, float]] | None = None) -> list[str]:
+    """Apply ``trims`` (default TRIMS; each checked by size), add the deep_gemm and datasets placeholders.
+    An overlay applies only the trims under the packages it carries, and keeps the base's placeholders."""
     lines = []
-    for rel, floor in TRIMS:
+    for rel, floor in TRIMS if trims is None else trims:
         path = site / rel
         if overlay and not (site / rel.split("/")[0]).exists():
             continue
@@ -320,6 +380,29 @@ def overlay(archive: Path, base: Path, dest: Path, if_missing: bool = False) -> 
     return dest / "site"
 
 
+#: run in a site (``versions``): the modules a Llama + EAGLE-3 server imports at start, then each carried package's
+#: version and folder, so that a run's record says what ran and an import that fails is one traceback before any boot
+IMPORT_CHECK = """
+import importlib, importlib.metadata as md
+for mod in ("sglang.launch_server", "sglang.srt.entrypoints.http_server", "sglang.srt.managers.scheduler",
+            "sglang.srt.speculative.eagle_worker_v2",  # the overlap scheduler's EAGLE worker (on by default)
+            "sglang.srt.models.llama", "sglang.srt.models.llama_eagle3",
+            "sglang.srt.layers.attention.triton_backend", "sgl_kernel"):
+    importlib.import_module(mod)
+for dist, mod in (("sglang", "sglang"), ("sglang-kernel", "sgl_kernel"), ("flashinfer-python", "flashinfer"),
+                  ("transformers", "transformers"), ("apache-tvm-ffi", "tvm_ffi"), ("xgrammar", "xgrammar"),
+                  ("torch", "torch")):
+    print(f"sglang_kit: {dist} {md.version(dist)} from {importlib.import_module(mod).__path__[0]}")
+"""
+
+
+def versions(site: Path) -> int:
+    """There: import the server path from ``site`` (with the profiles' SGLANG_ENABLE_JIT_DEEPGEMM=0) in a fresh
+    Python; print each package's version and where it came from. The exit code is the import's."""
+    env = {**os.environ, "PYTHONPATH": str(site), "SGLANG_ENABLE_JIT_DEEPGEMM": "0", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-c", IMPORT_CHECK], env=env, check=False).returncode
+
+
 def save_jit(out: Path) -> None:
     """There: pack the JIT caches the servers filled (xz: 2 MiB, gzip 5), for the next call's ``setup --jit``."""
     with tarfile.open(out, "w:xz") as tar:
@@ -348,10 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--jit", default=str(KIT_DIR / "jit-cache.tar.xz"))
     st.add_argument("--if-missing", action="store_true", help="keep a kit an earlier call unpacked on this machine")
     ov = sub.add_parser("overlay", help="there, after setup: another version's site, the base plus an overlay")
-    ov.add_argument("--kit", default=str(KIT_DIR / "sglang-0.5.17-overlay.tar.xz"))
+    ov.add_argument("--version", default="0.5.17", choices=sorted(set(VERSION_PINS) - {OVERLAY_BASE}),
+                    help="whose overlay: --kit and --dest default to .kit/sglang-<v>-overlay.tar.xz, /tmp/sgl-<v>")
+    ov.add_argument("--kit", default=None)
     ov.add_argument("--base", default="/tmp/sgl/site")
-    ov.add_argument("--dest", default="/tmp/sgl-0.5.17")
+    ov.add_argument("--dest", default=None)
     ov.add_argument("--if-missing", action="store_true", help="keep a site an earlier call made on this machine")
+    vs = sub.add_parser("versions", help="there: import the server path from a site, print what was imported")
+    vs.add_argument("site", help="a site folder (/tmp/sgl/site, /tmp/sgl-<v>/site)")
     sj = sub.add_parser("save-jit", help="on the device: pack the JIT caches into a .tgz")
     sj.add_argument("out")
     a = ap.parse_args(argv)
@@ -359,8 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         setup(Path(a.kit), Path(a.dest), Path(a.jit) if a.jit else None, a.if_missing)
         return 0
     if a.what == "overlay":
-        overlay(Path(a.kit), Path(a.base), Path(a.dest), a.if_missing)
+        kit = a.kit or str(KIT_DIR / f"sglang-{a.version}-overlay.tar.xz")
+        overlay(Path(kit), Path(a.base), Path(a.dest or f"/tmp/sgl-{a.version}"), a.if_missing)
         return 0
+    if a.what == "versions":
+        return versions(Path(a.site))
     if a.what == "save-jit":
         save_jit(Path(a.out))
         return 0
@@ -369,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{pin:40} {why}")
         for rel, floor in TRIMS:
             print(f"trim {rel} (at least {floor:g} MiB)")
+        for version in sorted(set(VERSION_PINS) - {OVERLAY_BASE}):
+            print(f"overlay {version} on {OVERLAY_BASE}: {' '.join(overlay_pins(version, OVERLAY_BASE))}")
         return 0
     if a.what == "unpack":
         unpack(Path(a.archive), Path(a.dest))
@@ -378,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     name = f"sglang-{a.version}" + ("-overlay" if a.overlay_on else "")
     site = KIT_DIR / ("build-" + a.version + ("-overlay" if a.overlay_on else "")) / "site"
     unpack_wheels(wheels, site)
-    for line in trim(site, overlay=bool(a.overlay_on)):
+    for line in trim(site, overlay=bool(a.overlay_on), trims=trims_for(wanted)):
         print(f"sglang_kit: {line}")
     out = KIT_DIR / f"{name}.tar.xz"
     size = pack(site, out)
