@@ -841,6 +841,20 @@ def sglang_8b_releases_x1(p: Plan) -> None:
                           base=_release_profile(p, base, server), round_history=SGL_STORE)]]]
 
 
+def sglang_8b_acceptance_all_x1(p: Plan) -> None:
+    """sglang-8b-accept-x1 and sglang-8b-acceptance-x1 in one call: the two varying drafts' lanes beside the cache-life
+    check (none of them timed), then the context-length table alone on the GPU (its speedups are timed)."""
+    sglang_8b_accept_x1(p)
+    setup, accept = p.stages
+    sglang_8b_acceptance_x1(p)
+    life = p.pytest("sgl8b-cache-life", 280, "-m", "correctness", "tests/correctness/test_acceptance_cache_life.py",
+                    "--specwatch-acceptance-soak=6", f"--specwatch-profiles={SGL8B_PERF}", gpu="0")
+    context = p.pytest("sgl8b-context-length", 280, "-m", "perf", "tests/perf/test_context_length.py",
+                       "--specwatch-yardstick=off", "--specwatch-baseline-dir=/tmp/specwatch-none",
+                       "--specwatch-context-gate-until=4096", f"--specwatch-profiles={SGL8B_PERF}", gpu="0")
+    p.stages = [setup, [*accept, [life]], [[context]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -974,6 +988,9 @@ SCENARIOS = {s.name: s for s in (
              "SGLang releases (sgl_release_base, sgl_release_head: 0.5.12 to 0.5.17), EAGLE-3 or plain; each release "
              "but 0.5.16 an overlay on its kit, carried in a call of its own; resumable", "(new: issue 46)",
              sglang_8b_releases_x1),
+    Scenario("sglang-8b-acceptance-all-x1", "sglang-8b-accept-x1 and sglang-8b-acceptance-x1 in one call: two varying "
+             "drafts' lanes beside the cache-life check, then the context-length table alone", "(new: issue 43)",
+             sglang_8b_acceptance_all_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
