@@ -5,6 +5,7 @@ the one Verdict type of checks and gates. Imports nothing else of specwatch but 
 __all__ = [
     "changepoint",
     "compare",
+    "crosscheck",
     "cyclecost",
     "diagnose",
     "draftalive",
