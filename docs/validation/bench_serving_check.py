@@ -7,16 +7,18 @@ What a user does on their host, in order: ``specwatch bench-prompts`` writes one
 ``[workload] concurrency`` levels as a file both tools send as they are; ``pytest -m perf tests/perf/test_sweep.py
 --specwatch-server-url`` measures the running server at every level (its results file: bench_serving's metrics,
 one sample a run); ``python -m sglang.bench_serving --dataset-name custom`` runs each level ``--repeats`` times on
-that file (the same prompts, output length, requests and concurrency; one line a run in ``bench.jsonl``); then
-``specwatch compare-bench``. The server is booted through specwatch's pool (nothing is left running, even on an
-error) and the benchmark runs in the server's Python with its profile's ``pythonpath`` and ``extra_env`` (the
-kit). OUT_DIR keeps ``prompts.jsonl``, ``specwatch.json``, ``bench.jsonl``, each benchmark run's output
-(``bench-c<N>-<i>.txt``) and ``compare.txt``; the exit code is compare-bench's (0 agree, 1 differ or nothing judged).
+that file (the same prompts, output length, requests and concurrency; one line a run in ``bench.jsonl``; the levels
+round by round, all in one Python: ``DRIVER``); then ``specwatch compare-bench``. The server is booted through
+specwatch's pool (nothing is left running, even on an error) and the benchmark runs in the server's Python with its
+profile's ``pythonpath`` and ``extra_env`` (the kit). OUT_DIR keeps ``prompts.jsonl``, ``specwatch.json`` (and
+``specwatch.txt``, the pytest output), ``bench.jsonl`` (and ``bench.txt``, the benchmark's output) and
+``compare.txt``; the exit code is compare-bench's (0 agree, 1 differ or nothing judged).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +31,16 @@ from specwatch.server.gpu import visible_gpus
 from specwatch.server.pool import ServerPool
 
 ROOT = Path(__file__).resolve().parents[2]
+#: every benchmark run in one Python: each argv through the benchmark's own command line (``cli_main`` parses
+#: sys.argv, as ``python -m sglang.bench_serving`` does), so that its start (importing sglang: seconds, most of a
+#: short run's) is paid once
+DRIVER = """import json, sys
+from sglang.benchmark.serving import cli_main
+for argv in json.loads(sys.argv[1]):
+    print("[bench-check] bench_serving " + " ".join(argv), flush=True)
+    sys.argv = ["bench_serving", *argv]
+    cli_main()
+"""
 
 
 def _run(argv: list[str], out: Path | None = None, env: dict[str, str] | None = None) -> int:
@@ -75,12 +87,11 @@ def main(argv: list[str] | None = None) -> int:
               "--specwatch-yardstick=off"], out / "specwatch.txt")
         env = {**os.environ, **prof.extra_env,
                "PYTHONPATH": os.pathsep.join([*prof.pythonpath, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        for wl in levels:
-            for i in range(1, a.repeats + 1):
-                cmd = bench_serving_command(prof.python, server.url, str(prompts), requests=wl.run_size,
-                                            output_len=wl.max_new_tokens, concurrency=wl.concurrency,
-                                            output_file=str(bench))
-                _run(cmd, out / f"bench-c{wl.concurrency}-{i}.txt", env)
+        runs = [bench_serving_command(prof.python, server.url, str(prompts), requests=wl.run_size,
+                                      output_len=wl.max_new_tokens, concurrency=wl.concurrency,
+                                      output_file=str(bench))
+                for _ in range(a.repeats) for wl in levels]  # round by round: a drift meets every level alike
+        _run([runs[0][0], "-c", DRIVER, json.dumps([cmd[3:] for cmd in runs])], out / "bench.txt", env)
     finally:
         pool.stop_all()
     return _run([*cli, "compare-bench", str(results), str(bench)], out / "compare.txt")

@@ -707,9 +707,9 @@ def sglang_8b_perf_costs_x1(p: Plan) -> None:
 def sglang_8b_bench_serving_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: one server booted, measured by specwatch
     (the sweep at concurrency 1, 4 and 8 with --specwatch-server-url: 5 runs of 8 requests of 256 tokens a level) and
-    by SGLang's own bench_serving (3 runs a level of the same 8 prompts, written by specwatch bench-prompts), then
-    specwatch compare-bench (docs/validation/bench_serving_check.py). About 75 s of specwatch and 150 s of
-    bench_serving after the boot."""
+    by SGLang's own bench_serving (3 runs a level of the same 8 prompts, written by specwatch bench-prompts, in one
+    Python), then specwatch compare-bench (docs/validation/bench_serving_check.py). Estimated: a boot of 60-90 s,
+    about 75 s of specwatch, 60-80 s of bench_serving."""
     prof = p.profile(SGL8B_BASE, "eagle3-8b-bench", replace=((r"^runs = 12$", "runs = 5"),),
                      append=("concurrency = [1, 4, 8]", "run_requests = 8"))
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
