@@ -855,6 +855,19 @@ def sglang_8b_acceptance_all_x1(p: Plan) -> None:
     p.stages = [setup, [*accept, [life]], [[context]]]
 
 
+def sglang_8b_bench_serving_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: one server booted, measured by specwatch
+    (the sweep at concurrency 1, 4 and 8 with --specwatch-server-url: 5 runs of 8 requests of 256 tokens a level) and
+    by SGLang's own bench_serving (3 runs a level of the same 8 prompts, written by specwatch bench-prompts, in one
+    Python), then specwatch compare-bench (docs/validation/bench_serving_check.py). Estimated: a boot of 60-90 s,
+    about 75 s of specwatch, 60-80 s of bench_serving."""
+    prof = p.profile(SGL8B_BASE, "eagle3-8b-bench", replace=((r"^runs = 12$", "runs = 5"),),
+                     append=("concurrency = [1, 4, 8]", "run_requests = 8"))
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sgl8b-bench-serving", [p.py, "docs/validation/bench_serving_check.py", prof, "sgl8b-eagle3",
+                                               f"{p.rel(p.run)}/bench-serving"], 480, "0")]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -991,6 +1004,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-acceptance-all-x1", "sglang-8b-accept-x1 and sglang-8b-acceptance-x1 in one call: two varying "
              "drafts' lanes beside the cache-life check, then the context-length table alone", "(new: issue 43)",
              sglang_8b_acceptance_all_x1),
+    Scenario("sglang-8b-bench-serving-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: "
+             "specwatch and SGLang's bench_serving on one live server, the same prompts, lengths and concurrency "
+             "(1, 4, 8), side by side with specwatch compare-bench", "(new: issue 45)", sglang_8b_bench_serving_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "

@@ -89,7 +89,8 @@ SPEEDS = {"concurrency-1": (200.0, 100.0), "concurrency-4": (400.0, 200.0), "con
 
 def _session(gate_table: dict[str, Any]) -> SimpleNamespace:
     profiles = parse_profiles({**PROFILES, "gates": gate_table}, "sweep.toml")
-    session = SimpleNamespace(profiles=profiles, config=SimpleNamespace(alpha=0.05), measurements={},
+    session = SimpleNamespace(profiles=profiles, config=SimpleNamespace(alpha=0.05, server_url=None),
+                              measurements={},
                               verdict_rows=[], fingerprint=lambda: {"engine": "reference"})
 
     def measure(name: str, level: str) -> Measurement:

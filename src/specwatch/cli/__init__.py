@@ -17,12 +17,12 @@ import sys
 from collections.abc import Sequence
 
 from specwatch import __version__
-from specwatch.cli import ab, baselines, bisect, history, inspect, profiles, report, results, yardstick
+from specwatch.cli import ab, baselines, bench, bisect, history, inspect, profiles, report, results, yardstick
 from specwatch.cli.args import Parser
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_USAGE, SpecwatchError
 
 #: the modules that add subcommands, in ``specwatch --help`` order
-COMMAND_MODULES = (results, baselines, history, report, profiles, inspect, yardstick, ab, bisect)
+COMMAND_MODULES = (results, baselines, history, report, profiles, inspect, yardstick, ab, bisect, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGORITHMS",
+    "BENCH_SERVING",
+    "BENCH_SERVING_REQUIRED",
     "EAGLE_FAMILY",
     "PHASE_GRAPHS",
     "RELEASES",
@@ -26,6 +28,7 @@ __all__ = [
     "SPEC_DECODE_LOG_INTERVAL",
     "Release",
     "SGLang",
+    "bench_serving_command",
     "release",
     "shared_pieces",
 ]
@@ -169,6 +172,39 @@ def shared_pieces(profile: ServerProfile, host: str, port: int, rel: Release, *,
         if spec.num_draft_tokens is not None:
             pieces.append((["--speculative-num-draft-tokens", str(spec.num_draft_tokens)], ""))
     return pieces
+
+
+#: SGLang's own serving benchmark, run as ``python -m`` this module (0.5.16: ``sglang/bench_serving.py`` re-exports
+#: ``sglang.benchmark.serving``)
+BENCH_SERVING = "sglang.bench_serving"
+#: The keys of the line bench_serving 0.5.16 appends to its ``--output-file`` for each run (serving.py ``benchmark``:
+#: the ``result`` dict, ``json.dumps`` of it, one line a run, ``"request_rate": Infinity`` when unset) that specwatch
+#: needs to read a line: the run's shape and the metrics every release of it has written. Its others (``p90_*``,
+#: ``accept_length``: from ``/server_info`` ``internal_states[0].avg_spec_accept_length``, null on a server that does
+#: not speculate) are read when there.
+BENCH_SERVING_REQUIRED = ("backend", "dataset_name", "request_rate", "max_concurrency", "completed",
+                          "output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+                          "p99_tpot_ms", "median_itl_ms", "p99_itl_ms", "median_e2e_latency_ms")
+
+
+def bench_serving_command(python: str, url: str, prompts: str, *, requests: int, output_len: int, concurrency: int,
+                          output_file: str) -> list[str]:
+    """One bench_serving run of ``requests`` prompts of the file ``prompts``, at most ``concurrency`` in flight,
+    each ``output_len`` tokens, its result line appended to ``output_file``. 0.5.16, serving.py and
+    benchmark/datasets/custom.py:
+
+    * ``--backend sglang``: streamed ``/generate``, the prompt sent as text (``async_request_sglang_generate``),
+      ``ignore_eos`` on unless ``--disable-ignore-eos``, temperature 0;
+    * ``--dataset-name custom``: a JSONL file, each line's ``conversations[0]`` ``content`` or ``value`` the prompt,
+      sent as it is (no chat template without ``--apply-chat-template``), lines shuffled (``--seed``) and the first
+      ``--num-prompts`` taken; ``--sharegpt-output-len`` every request's length (at least 4). It needs no
+      ``datasets`` package: ``sample_custom_requests`` reads the file with ``json``;
+    * ``--flush-cache``: ``/flush_cache`` after its one warm-up request, so its prompts meet no cached prefix from
+      the warm-up and the server's accept-length totals (``avg_spec_accept_length``, reset by the flush) cover its
+      run only, as specwatch flushes after its warm-up."""
+    return [python, "-m", BENCH_SERVING, "--backend", "sglang", "--base-url", url, "--dataset-name", "custom",
+            "--dataset-path", prompts, "--num-prompts", str(requests), "--sharegpt-output-len", str(output_len),
+            "--max-concurrency", str(concurrency), "--flush-cache", "--disable-tqdm", "--output-file", output_file]
 
 
 class SGLang:

@@ -8,6 +8,7 @@ __all__ = [
     "changepoint",
     "compare",
     "contextlen",
+    "crosscheck",
     "cyclecost",
     "diagnose",
     "draftalive",

@@ -292,3 +292,13 @@ def fit_entry(entry: Entry, words: int) -> Entry:
     turns = list(entry.messages)
     turns[last] = ("user", fit_words(turns[last][1] or "?", max(1, words - others)))
     return Entry(messages=tuple(turns), category=entry.category)
+
+
+# -- one prompt file for two tools ------------------------------------------------------------
+
+
+def shared_line(text: str) -> dict[str, Any]:
+    """A prompt as one JSONL object that specwatch and ``sglang.bench_serving`` both send as ``text``: specwatch's
+    JSONL reads ``"prompt"`` (its other keys unread); bench_serving's ``custom`` dataset reads ``"conversations"``,
+    sends its first turn as it is and needs a second (unused when the output length is fixed)."""
+    return {"prompt": text, "conversations": [{"from": "human", "value": text}, {"from": "gpt", "value": ""}]}

@@ -45,6 +45,7 @@ GENERATE_KEYS = {
     "top_logprobs_num", "return_text_in_logprobs", "log_metrics", "lora_path", "priority", "custom_labels",
     "return_hidden_states", "return_prompt_token_ids", "modalities", "bootstrap_host", "bootstrap_port",
     "bootstrap_room", "data_parallel_rank", "session_params", "image_data", "audio_data", "video_data",
+    "return_routed_experts",  # SGLang 0.5.16 io_struct.GenerateReqInput; sglang.bench_serving sends it on every request
 }
 # /v1/completions fields that map onto sampling parameters (OpenAI name -> SGLang name).
 COMPLETION_SAMPLING = {
@@ -350,6 +351,7 @@ def logprob_opts(body: dict[str, Any], vocab_size: int) -> dict[str, Any]:
 def _ignored_generate_fields(f: Fields) -> None:
     """Fields SGLang takes that the reference accepts without acting on them: types only."""
     f.boolean("return_hidden_states")
+    f.boolean("return_routed_experts")
     f.integer("priority", None)
     f.integer("data_parallel_rank", None, 0, 1 << 16)
     f.check("lora_path", lambda v: isinstance(v, str) or _list_of(_optional(lambda s: isinstance(s, str)))(v),

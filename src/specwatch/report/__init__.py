@@ -4,5 +4,6 @@ history's plots."""
 __all__ = [
     "html",
     "plot",
+    "sidebyside",
     "table",
 ]

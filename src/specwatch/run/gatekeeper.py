@@ -189,16 +189,26 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
 
 @recorded
 def speculation_by_level(session: Session) -> Verdict:
-    """:func:`specwatch.run.gates.speculation_by_level` over the profile set's sweep. Each server runs every
+    """:func:`specwatch.run.gates.speculation_by_level` over the profile set's sweep. With ``--server-url`` the
+    running server alone is measured at every level (what ``specwatch compare-bench`` reads) and the gate skips,
+    saying so. Each server runs every
     level on one boot (baseline first), levels in increasing order; with ``gates.interleave_runs`` both
     servers are up at once and each level's runs are interleaved (:meth:`Session.measure_pair`: a fresh boot
     of both per level and round), so a machine that drifts during the sweep moves both sides of a level alike."""
     from specwatch.load.workload import level_names
 
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
+    levels = level_names(session.profiles.workload)
+    if levels and session.config.server_url:  # one running server: its levels measured (results file), not judged
+        running = spec_p or next(iter(session.profiles.servers.values()))
+        for level in levels:
+            session.measure(running.name, level)
+        return Verdict(gates.SPEC_BY_LEVEL, Status.SKIP,
+                       f"--server-url: the running server ({running.name}) measured at {', '.join(levels)}, its "
+                       "bench_serving metrics in the results file; judging speculation by level needs the plain "
+                       f"server{' ' + base_p.name if base_p else ''} measured beside it (boot both from profiles)")
     if not spec_p or not base_p:
         return Verdict(gates.SPEC_BY_LEVEL, Status.SKIP, "the profile set has no spec and baseline servers to compare")
-    levels = level_names(session.profiles.workload)
     if not levels:
         return Verdict(gates.SPEC_BY_LEVEL, Status.SKIP,
                        f"{session.profiles.source}: [workload] sets no sweep levels; "

@@ -5,6 +5,7 @@ fingerprint, recorded sessions, baselines rebuilt from the history, and the one 
 __all__ = [
     "atomic",
     "baseline",
+    "benchfile",
     "capture",
     "classspread",
     "driftinput",
