@@ -134,6 +134,27 @@ def test_a_killed_worker_is_noticed_before_the_next_request(tmp_path: Path) -> N
         server.stop()
 
 
+def test_a_workers_own_helper_quitting_is_not_a_death(tmp_path: Path) -> None:
+    """A worker's helper process that quits after readiness (an idle compile-worker pool) leaves the server alive:
+    real SGLang 0.5.16 on a cold H100 was rebooted mid-suite for that before."""
+    server = ServerProcess(_spec(tmp_path, "--helpers-quit", "1.5"))
+    server.start()
+    try:
+        server.wait_ready()
+        helpers = server.tree_pids() - {server.pid} - {c.pid for c in psutil.Process(server.pid).children()}
+        assert helpers, "the workers started no helper"
+        assert _gone(helpers, within=60.0)
+        assert server.why_dead() == ""
+        worker = min(c.pid for c in psutil.Process(server.pid).children())
+        os.kill(worker, signal.SIGKILL)  # a worker itself still counts
+        deadline = time.monotonic() + 60
+        while not server.why_dead() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"worker process(es) {worker} died" in server.why_dead() or "exited" in server.why_dead()
+    finally:
+        server.stop()
+
+
 def test_the_pool_reboots_a_server_whose_worker_was_killed(tmp_path: Path) -> None:
     """kill -9 of a reference server's scheduler: the next test gets a fresh server, not "cannot connect"."""
     import urllib.request

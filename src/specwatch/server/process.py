@@ -104,7 +104,7 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
         self._known: set[int] = set()
-        self._at_ready: set[int] = set()  # the tree when it became ready: the server's lasting workers
+        self._at_ready: set[int] = set()  # the main process and its children when it became ready: its workers
         self.boot_seconds: float | None = None
 
     @property
@@ -135,10 +135,13 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def dead_workers(self) -> set[int]:
-        """Processes of the tree that was there when the server became ready and are gone now.
+        """The main process's children at readiness that are gone now.
 
         A server whose worker was killed may keep its main process (and port) for a while before
         it notices; a request in that window fails with "cannot connect" instead of naming the cause.
+        Deeper descendants are not workers: a pool of compile workers under a scheduler (torch
+        inductor's, 16 on a 16-core host) quits when idle, minutes after readiness, and a healthy
+        real SGLang 0.5.16 server was rebooted mid-suite for it (2026-12-05, three lanes on one H100).
         """
         return {p for p in self._at_ready if not psutil.pid_exists(p) or _is_zombie(p)}
 
@@ -188,7 +191,7 @@ class ServerProcess:
             if _http_ok(self.url + "/health_generate"):
                 self.boot_seconds = time.monotonic() - start
                 self._remember_tree()
-                self._at_ready = set(self._known)
+                self._at_ready = self._children()
                 return self.boot_seconds
             now = time.monotonic()
             if now > deadline:
@@ -202,6 +205,12 @@ class ServerProcess:
                 progress(f"waiting for {self.spec.name}: {now - start:.0f} s elapsed; last log line: {last}")
                 next_note = now + every
             time.sleep(0.25)
+
+    def _children(self) -> set[int]:
+        """The main process's direct children now (empty once it is gone)."""
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return {c.pid for c in psutil.Process(self.pid).children()}
+        return set()
 
     def _remember_tree(self) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):

@@ -1,7 +1,9 @@
 """A small real HTTP server with a spawned process tree, for lifecycle tests of specwatch.server.process.
 
-Usage: tree_server.py PORT [--crash-during-boot] [--ignore-sigterm] [--boot-delay S]
+Usage: tree_server.py PORT [--crash-during-boot] [--ignore-sigterm] [--boot-delay S] [--helpers-quit S]
 It spawns two multiprocessing children (like an engine's workers) and answers /health_generate.
+--helpers-quit S: each worker starts a helper process of its own that quits S seconds later, as a pool of
+compile workers under an engine's scheduler quits when idle.
 """
 
 import http.server
@@ -11,7 +13,11 @@ import sys
 import time
 
 
-def worker() -> None:
+def worker(helpers_quit: float) -> None:
+    if helpers_quit > 0:
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({helpers_quit})"])
     while True:
         time.sleep(0.2)
 
@@ -32,7 +38,8 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     delay = float(sys.argv[sys.argv.index("--boot-delay") + 1]) if "--boot-delay" in sys.argv else 0.0
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=worker, daemon=True) for _ in range(2)]
+    quit_s = float(sys.argv[sys.argv.index("--helpers-quit") + 1]) if "--helpers-quit" in sys.argv else 0.0
+    procs = [ctx.Process(target=worker, args=(quit_s,), daemon=True) for _ in range(2)]
     for p in procs:
         p.start()
     print(f"started workers {[p.pid for p in procs]}", flush=True)
