@@ -738,6 +738,20 @@ def sglang_8b_fa3_x1(p: Plan) -> None:
                           round_history=SGL_STORE)]]]
 
 
+def sglang_8b_fa3_decode_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes with SGLang's default backend on Hopper (FA3), its prefill
+    CUDA graphs off (``--cuda-graph-backend-prefill disabled``: the capture that failed with the slim kernels, and
+    the engine's own advice in that failure): the phase-graph check reads which decode-time phases it graphed. One
+    call on a fresh machine carrying the kit and the slim FA3 kernels together (the tree kept small for it)."""
+    fa3 = p.profile(SGL8B_FA3, "eagle3-8b-fa3-no-prefill-graph",
+                    replace=((r'extra_args = \["--sampling-backend"',
+                              'extra_args = ["--cuda-graph-backend-prefill", "disabled", "--sampling-backend"'),))
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  Step("sgl-fa3", [p.py, "docs/validation/sglang_fa3.py", "install"], 60),
+                  p.pytest("sgl8b-phase-graphs-fa3", 200, "-m", "correctness", "tests/correctness/test_phase_graphs.py",
+                           "-k", "every_speculative_phase", f"--specwatch-profiles={fa3}", gpu="0")]]]
+
+
 def sglang_8b_acceptance_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy servers, one pytest run: acceptance over
     the cache's life on the EAGLE-3 server (8 prompts x 512 ids, 128 tokens each, before; after 11 unrelated prompts x
@@ -987,6 +1001,9 @@ SCENARIOS = {s.name: s for s in (
              "injected: SGLang's default backend on Hopper (FA3): the phase-graph check, then ab of triton (draft "
              "extend graphed) against it; after sglang-8b-extend-x1 on the same warm machine", "(new: issue 42)",
              sglang_8b_fa3_x1),
+    Scenario("sglang-8b-fa3-decode-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes with SGLang's default "
+             "backend on Hopper (FA3) and prefill graphs off: which speculative phases it graphs", "(new: issue 42)",
+             sglang_8b_fa3_decode_x1),
     Scenario("sglang-8b-acceptance-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy: "
              "accept length and output over the cache's life (before, after eviction by traffic, after /flush_cache) "
              "and a soak; the context-length table of EAGLE-3 against plain decoding, gated up to 4,096 tokens",
