@@ -663,7 +663,7 @@ def noise() -> Finding:
                    table(["where", "server", "runs", "CV"], rows))
 
 
+import claims_acceptance  # noqa: E402, F401 (registers the claims of acceptance as users see it, issue 43)
 import claims_sglang  # noqa: E402, F401 (registers the real-SGLang claims)
 import claims_sglang_history  # noqa: E402, F401 (registers the claims of SGLang's own history, issue 37)
 import claims_spec_costs  # noqa: E402, F401 (registers the claims of what speculation must never cost, issue 42)
-import claims_acceptance  # noqa: E402, F401 (registers the claims of acceptance as users see it, issue 43)

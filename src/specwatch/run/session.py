@@ -440,8 +440,9 @@ class Session:
             if workeroutput is not None:
                 workeroutput[PAYLOAD_KEY] = self.record().to_json(self.worker_id)
             else:
-                rec = self.gathered if self.gathered.measured else self.record() if self.measurements else None
-                if rec is not None:
+                # a run of checks alone (cache life, prefix reuse) has rows and no throughput: still written
+                rec = self.gathered if self.gathered.measured else self.record()
+                if rec.measured:
                     cfg = self.config
 
                     def tolerance_for(profile: str) -> float:

@@ -189,7 +189,7 @@ def persist(record: RunRecord, cfg: Config, *, perf_run: bool, machine_class: Ca
         written.append(rs.save(cfg.path(cfg.results)))
     written.append(report.write_benchmark_json(report_dir / "benchmark.json", rows,
                                                machine_info=rs.machine, commit_info={"id": rs.commit}))
-    if cfg.history and perf_run:
+    if cfg.history and perf_run and rs.results:  # a run of checks alone has rows, no samples to chart
         from specwatch.store.history import is_url, open_history
 
         target = cfg.history if is_url(cfg.history) else cfg.path(cfg.history)
