@@ -38,6 +38,7 @@ __all__ = [
     "environment",
     "envtree",
     "graphcheck",
+    "host",
     "inspect",
     "lossless",
     "lossless_live",

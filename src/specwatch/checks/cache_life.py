@@ -17,10 +17,11 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from specwatch.checks import lossless
-from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.checks.host import LiveHost
+from specwatch.checks.verdictlog import record
 from specwatch.judge import cachelife
 from specwatch.judge.verdict import Verdict
 from specwatch.load.client import Client, Generation, run_sync
@@ -28,10 +29,7 @@ from specwatch.load.greedy import greedy_generations
 from specwatch.load.multiturn import TOKEN_HIGH, TOKEN_LOW
 from specwatch.profiles.profile import ServerProfile
 
-if TYPE_CHECKING:
-    from specwatch.server.pool import RunningServer
-
-__all__ = ["EVICT_FACTOR", "GREEDY_SET", "NAME", "NEEDS", "SOAK_CHURN", "Eviction", "GreedySet", "LifeHost",
+__all__ = ["EVICT_FACTOR", "GREEDY_SET", "NAME", "NEEDS", "SOAK_CHURN", "Eviction", "GreedySet",
            "check", "soak"]
 
 NAME = cachelife.NAME
@@ -106,23 +104,6 @@ class Eviction:
     def describe(self) -> str:
         return (f"{self.prompts} unrelated prompts x {self.prompt_tokens:,} tokens = {self.tokens:,} prompt tokens, "
                 f"{self.tokens / self.pool:.2f}x the KV pool of {self.pool:,} (max_total_num_tokens)")
-
-
-class _ServerUrl(Protocol):
-    @property
-    def server_url(self) -> str | None: ...
-
-
-class LifeHost(VerdictLog, Protocol):
-    """What the check needs from its caller: the run's options, servers booted by profile, progress lines."""
-
-    @property
-    def config(self) -> _ServerUrl: ...
-
-    @property
-    def progress(self) -> Callable[[str], None]: ...
-
-    def server_for_profile(self, profile: ServerProfile) -> RunningServer: ...
 
 
 class _Unable(Exception):
@@ -218,7 +199,7 @@ async def _life(url: str, the_set: GreedySet, progress: Callable[[str], None]
     return passes, ev
 
 
-def check(host: LifeHost, spec: ServerProfile, the_set: GreedySet = GREEDY_SET,
+def check(host: LiveHost, spec: ServerProfile, the_set: GreedySet = GREEDY_SET,
           allowance: cachelife.Allowance = cachelife.DEFAULT_ALLOWANCE) -> Verdict:
     """The set before, after eviction and after ``/flush_cache`` on ``spec``'s server: accept length and output
     must hold (:func:`specwatch.judge.cachelife.judge`). A pass or fail is kept in the host's log."""
@@ -253,7 +234,7 @@ async def _soak(url: str, the_set: GreedySet, repetitions: int, churn: float,
     return series, ev
 
 
-def soak(host: LifeHost, spec: ServerProfile, repetitions: int, the_set: GreedySet = GREEDY_SET,
+def soak(host: LiveHost, spec: ServerProfile, repetitions: int, the_set: GreedySet = GREEDY_SET,
          churn: float = SOAK_CHURN) -> Verdict:
     """``repetitions`` times: ``churn`` times the KV pool of unrelated prompt tokens, then the set; the set's accept
     length per repetition must not fall (:func:`specwatch.judge.cachelife.soak`). Kept in the host's log."""

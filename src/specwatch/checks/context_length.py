@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
-from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.checks.host import SweepHost
+from specwatch.checks.verdictlog import record
 from specwatch.errors import RequestRejected
 from specwatch.judge import contextlen
 from specwatch.judge.levels import typical_interval, unmeasured_decode
@@ -23,10 +23,7 @@ from specwatch.load.client import Client, Generation, run_sync
 from specwatch.load.multiturn import TOKEN_HIGH, TOKEN_LOW
 from specwatch.profiles.profile import ServerProfile
 
-if TYPE_CHECKING:
-    from specwatch.server.pool import RunningServer
-
-__all__ = ["DEFAULT_LENGTHS", "NAME", "NEEDS", "SWEEP", "ContextHost", "ContextSweep", "check"]
+__all__ = ["DEFAULT_LENGTHS", "NAME", "NEEDS", "SWEEP", "ContextSweep", "check"]
 
 NAME = contextlen.NAME
 #: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`): input ids and ``/server_info`` of
@@ -77,25 +74,6 @@ class ContextSweep:
 SWEEP = ContextSweep()
 
 
-class _ServerUrl(Protocol):
-    @property
-    def server_url(self) -> str | None: ...
-
-
-class ContextHost(VerdictLog, Protocol):
-    """What the check needs from its caller: the run's options, servers booted by profile, progress lines."""
-
-    @property
-    def config(self) -> _ServerUrl: ...
-
-    @property
-    def progress(self) -> Callable[[str], None]: ...
-
-    def server_for_profile(self, profile: ServerProfile) -> RunningServer: ...
-
-    def live_profiles(self) -> Collection[str]: ...
-
-
 async def _limit(url: str) -> int | None:
     async with Client(url) as client:
         info = await client.server_info()
@@ -133,7 +111,7 @@ def _runs(fitted: Sequence[tuple[int, int]], plain: dict[int, list[Generation]],
             for n, asked in fitted]
 
 
-def check(host: ContextHost, plain: ServerProfile, spec: ServerProfile, sweep: ContextSweep = SWEEP,
+def check(host: SweepHost, plain: ServerProfile, spec: ServerProfile, sweep: ContextSweep = SWEEP,
           gate: contextlen.ContextGate = contextlen.REPORT_ONLY) -> Verdict:
     """Measure ``sweep`` on both servers (the live one first) and judge it (:func:`specwatch.judge.contextlen.judge`).
     A pass or fail is kept in the host's log."""

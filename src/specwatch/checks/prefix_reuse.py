@@ -7,43 +7,22 @@ p50s and returns a :class:`~specwatch.judge.verdict.Verdict` named ``prefix reus
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
 
-from specwatch.checks.verdictlog import VerdictLog, record
+from specwatch.checks.host import LiveHost
+from specwatch.checks.verdictlog import record
 from specwatch.judge import prefixreuse
 from specwatch.judge.verdict import Verdict
 from specwatch.load.client import run_sync
 from specwatch.load.multiturn import MultiTurn, run_multi_turn
 from specwatch.profiles.profile import ServerProfile
 
-if TYPE_CHECKING:
-    from specwatch.server.pool import RunningServer
-
-__all__ = ["NAME", "NEEDS", "ReuseHost", "check", "probe_of"]
+__all__ = ["NAME", "NEEDS", "check", "probe_of"]
 
 NAME = prefixreuse.NAME
 #: what the live check reads (:data:`specwatch.engines.protocol.CAPABILITIES`): input ids sent to the native
 #: API, each reply's ``meta_info`` (``cached_tokens``)
 NEEDS = ("native_api", "meta_info")
-
-
-class _ServerUrl(Protocol):
-    @property
-    def server_url(self) -> str | None: ...
-
-
-class ReuseHost(VerdictLog, Protocol):
-    """What the check needs from its caller: the run's options, servers booted by profile, progress lines."""
-
-    @property
-    def config(self) -> _ServerUrl: ...
-
-    @property
-    def progress(self) -> Callable[[str], None]: ...
-
-    def server_for_profile(self, profile: ServerProfile) -> RunningServer: ...
 
 
 def probe_of(workload: MultiTurn) -> MultiTurn:
@@ -52,7 +31,7 @@ def probe_of(workload: MultiTurn) -> MultiTurn:
     return replace(workload, sessions=1, turns=2, concurrency=1, name="reuse probe")
 
 
-def check(host: ReuseHost, plain: ServerProfile, spec: ServerProfile, workload: MultiTurn,
+def check(host: LiveHost, plain: ServerProfile, spec: ServerProfile, workload: MultiTurn,
           allowance: prefixreuse.Allowance = prefixreuse.DEFAULT_ALLOWANCE) -> Verdict:
     """Run ``workload`` on the plain server, then on the speculative one, and judge the speculative server's
     deep-turn prefix reuse against the plain server's; first a probe (:func:`probe_of`) on the plain server, which
