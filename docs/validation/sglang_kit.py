@@ -283,7 +283,16 @@ def trim(site: Path, overlay: bool = False, trims: list[tuple[str, float]] | Non
         shutil.rmtree(pyc, ignore_errors=True)
     if overlay:
         return lines
+    return lines + placeholders(site)
+
+
+def placeholders(site: Path) -> list[str]:
+    """The deep_gemm and datasets placeholders in ``site``, each written where the site has no such package (a kit
+    packed before a placeholder existed gets it when it is unpacked)."""
+    lines = []
     for name, text in (("deep_gemm", DEEP_GEMM_PLACEHOLDER), ("datasets", DATASETS_PLACEHOLDER)):
+        if (site / name / "__init__.py").is_file():
+            continue
         (site / name).mkdir(exist_ok=True)
         (site / name / "__init__.py").write_text(text)
         lines.append(f"added {name} placeholder")
@@ -331,7 +340,8 @@ def setup(archive: Path, dest: Path, jit: Path | None, if_missing: bool = False)
     if not archive.is_file():
         raise SystemExit(f"sglang_kit: {archive}: no kit (build it here with `sglang_kit.py build`, then name "
                          ".kit in the device call's carry)")
-    unpack(archive, dest)
+    for line in placeholders(unpack(archive, dest)):
+        print(f"sglang_kit: {line}")
     t0 = time.monotonic()
     made = sglang_models.make(dest / "models")
     print(f"sglang_kit: models in {dest / 'models'} ({time.monotonic() - t0:.1f} s): {made}")

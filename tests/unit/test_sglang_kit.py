@@ -154,3 +154,15 @@ def test_each_release_pair_measures_the_same_server_on_two_sites(pair: tuple[str
         assert ("--cuda-graph-max-bs-decode" in args) == (graph == "--cuda-graph-max-bs-decode"), args
         argv[side] = sorted(a for a in args if not a.startswith("--cuda-graph-max-bs"))
     assert argv["base"] == argv["head"]
+
+
+def test_a_kit_packed_before_a_placeholder_gets_it_when_set_up(tmp_path: Path) -> None:
+    """A site unpacked from an older kit (no datasets placeholder: bench_serving could not import) gets the missing
+    placeholder; one it already has is left as it is."""
+    site = tmp_path / "site"
+    (site / "deep_gemm").mkdir(parents=True)
+    (site / "deep_gemm" / "__init__.py").write_text("# the kit's own\n")
+    assert kit.placeholders(site) == ["added datasets placeholder"]
+    assert (site / "deep_gemm" / "__init__.py").read_text() == "# the kit's own\n"
+    assert "load_dataset" in (site / "datasets" / "__init__.py").read_text()
+    assert kit.placeholders(site) == []
