@@ -137,12 +137,14 @@ def test_a_killed_worker_is_noticed_before_the_next_request(tmp_path: Path) -> N
 def test_a_workers_own_helper_quitting_is_not_a_death(tmp_path: Path) -> None:
     """A worker's helper process that quits after readiness (an idle compile-worker pool) leaves the server alive:
     real SGLang 0.5.16 on a cold H100 was rebooted mid-suite for that before."""
-    server = ServerProcess(_spec(tmp_path, "--helpers-quit", "1.5"))
+    release = tmp_path / "quit"
+    server = ServerProcess(_spec(tmp_path, "--helpers-quit-on", str(release)))
     server.start()
     try:
-        server.wait_ready()
+        server.wait_ready()  # the server answers only once both helpers run
         helpers = server.tree_pids() - {server.pid} - {c.pid for c in psutil.Process(server.pid).children()}
-        assert helpers, "the workers started no helper"
+        assert len(helpers) >= 2, "the workers started no helper"
+        release.write_text("")
         assert _gone(helpers, within=60.0)
         assert server.why_dead() == ""
         worker = min(c.pid for c in psutil.Process(server.pid).children())

@@ -1,9 +1,9 @@
 """A small real HTTP server with a spawned process tree, for lifecycle tests of specwatch.server.process.
 
-Usage: tree_server.py PORT [--crash-during-boot] [--ignore-sigterm] [--boot-delay S] [--helpers-quit S]
+Usage: tree_server.py PORT [--crash-during-boot] [--ignore-sigterm] [--boot-delay S] [--helpers-quit-on FILE]
 It spawns two multiprocessing children (like an engine's workers) and answers /health_generate.
---helpers-quit S: each worker starts a helper process of its own that quits S seconds later, as a pool of
-compile workers under an engine's scheduler quits when idle.
+--helpers-quit-on FILE: each worker starts a helper process of its own before the server answers; the helpers
+quit once FILE exists, as a pool of compile workers under an engine's scheduler quits when idle.
 """
 
 import http.server
@@ -12,12 +12,16 @@ import signal
 import sys
 import time
 
+HELPER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.05)\n"
 
-def worker(helpers_quit: float) -> None:
-    if helpers_quit > 0:
+
+def worker(quit_on: str, started=None) -> None:
+    if quit_on:
         import subprocess
 
-        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({helpers_quit})"])
+        subprocess.Popen([sys.executable, "-c", HELPER, quit_on])
+    if started is not None:
+        started.set()  # the server answers only once every helper is there
     while True:
         time.sleep(0.2)
 
@@ -38,10 +42,13 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     delay = float(sys.argv[sys.argv.index("--boot-delay") + 1]) if "--boot-delay" in sys.argv else 0.0
     ctx = mp.get_context("spawn")
-    quit_s = float(sys.argv[sys.argv.index("--helpers-quit") + 1]) if "--helpers-quit" in sys.argv else 0.0
-    procs = [ctx.Process(target=worker, args=(quit_s,), daemon=True) for _ in range(2)]
+    quit_on = sys.argv[sys.argv.index("--helpers-quit-on") + 1] if "--helpers-quit-on" in sys.argv else ""
+    events = [ctx.Event() for _ in range(2)]
+    procs = [ctx.Process(target=worker, args=(quit_on, e), daemon=True) for e in events]
     for p in procs:
         p.start()
+    for e in events if quit_on else ():
+        e.wait(120)
     print(f"started workers {[p.pid for p in procs]}", flush=True)
     time.sleep(delay)
     if "--crash-during-boot" in sys.argv:
