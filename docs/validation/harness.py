@@ -70,6 +70,7 @@ SETTINGS: dict[str, str] = {
     "rounds": "2",
     "max_rounds": "4",
     "max_rounds_fa3": "2",
+    "sweep_draft": "exact",  # sglang-8b-sweep-x1: the EAGLE-3 draft, "exact" (2.00), "vary" (1.50) or "q0" (1.00)
     "tolerance": "",  # ab: empty for ab's default (each key's own, from its recorded round spread)
     "alpha": "",  # ab: empty for ab's default
     "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
@@ -882,6 +883,41 @@ def sglang_8b_bench_serving_x1(p: Plan) -> None:
                                                f"{p.rel(p.run)}/bench-serving"], 480, "0")]]]
 
 
+SWEEP_WORKLOAD = """[workload]
+runs = 3
+warmup_s = 1.0
+dataset = "builtin"
+input_words = { dist = "uniform", low = 32, high = 96 }
+output_len = { dist = "lognormal", median = 128, sigma = 0.4, low = 32, high = 256 }
+seed = 0
+concurrency = [1, 4, 16, 48]
+"""
+
+
+def sglang_8b_sweep_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the concurrency sweep of plain decoding against
+    EAGLE-3 (1, 4, 16 and 48 at once; decode graphs captured up to 8, so 16 and 48 verify eagerly) with the draft
+    ``sweep_draft`` names: "exact" (accept length 2.00), "vary" (1.50, varying per prompt) or "q0" (1.00, a dead
+    draft): where speculation stops paying. Then the verify-graph checks, whose concurrency-16 case names the batch
+    sizes that ran past the captured ones (the case study's fault, on the real engine). One draft a call: two boots
+    of 70-110 s and about two minutes of load."""
+    draft, dest = {"exact": ("", SGL8B_MODELS), "vary": ("0.5", SGL8B_VARY),
+                   "q0": ("0", SGL8B_Q0)}[p.s["sweep_draft"]]
+    models = [_sgl8b_models(p)]
+    if p.s["sweep_draft"] == "vary":
+        models.append(_varying_draft(p, "sgl8b-models-vary", SGL8B_VARY, draft))
+    elif p.s["sweep_draft"] == "q0":
+        models.append(Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
+                                               "--draft-quality", "0", "--if-missing"], 150, "0"))
+    swept = p.profile(SGL8B_PERF, f"8b-sweep-{p.s['sweep_draft']}",
+                      replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),
+                               (r"^\[workload\][^\[]*", SWEEP_WORKLOAD + "\n")))
+    p.stages = [[[_sglang_setup(p, "--if-missing"), *models,
+                  _sweep(p, f"sgl8b-sweep-{p.s['sweep_draft']}", swept, 360, "0"),
+                  p.pytest(f"sgl8b-graphs-{p.s['sweep_draft']}", 200, "-m", "correctness",
+                           "tests/correctness/test_verify_graphs.py", f"--specwatch-profiles={swept}", gpu="0")]]]
+
+
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
     def copy(run: Path, env: dict[str, str]) -> str:
         shutil.copytree(ROOT / "baselines" / cls, run / "baselines" / cls, dirs_exist_ok=True)
@@ -1024,6 +1060,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-bench-serving-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: "
              "specwatch and SGLang's bench_serving on one live server, the same prompts, lengths and concurrency "
              "(1, 4, 8), side by side with specwatch compare-bench", "(new: issue 45)", sglang_8b_bench_serving_x1),
+    Scenario("sglang-8b-sweep-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the concurrency sweep "
+             "of plain decoding against EAGLE-3 (--set sweep_draft=exact|vary|q0), then the verify-graph checks "
+             "(batches past the captured sizes named)", "(new: issue 43, item 6)", sglang_8b_sweep_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
