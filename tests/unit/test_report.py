@@ -212,3 +212,18 @@ def test_a_row_its_gate_does_not_judge_is_never_a_regression() -> None:
     assert "no regressions" in report.markdown_summary([reported])
     gated = ("specwatch.sgl-standalone-untuned/single-stream/cycle_ms.gated", "false")
     assert gated in report.junit_properties(reported)
+
+
+def test_benchmark_json_keeps_a_row_with_an_untimed_sample_and_writes_strict_json(tmp_path: Path) -> None:
+    """A check's row may hold a NaN (a level it could not time, e.g. a reply that came in one burst): pytest-benchmark's
+    statistics raise on it, so its stats come from the finite samples; the raw ones stay, NaN as null; a row of
+    none is left out. On a loaded CI host a context-length row did this to a whole run's benchmark.json."""
+    rows = [ReportRow(key="eagle3 vs plain (context 512, decode_tok_s)", n=3, median=100.0, unit="tok/s",
+                      higher_is_better=True, samples=(100.0, float("nan"), 110.0)),
+            ReportRow(key="untimed", n=1, median=float("nan"), unit="tok/s", higher_is_better=True,
+                      samples=(float("nan"),))]
+    path = report.write_benchmark_json(tmp_path / "benchmark.json", rows, machine_info={}, commit_info={})
+    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    (bench,) = doc["benchmarks"]
+    assert bench["name"] == rows[0].key and bench["stats"]["rounds"] == 2
+    assert bench["extra_info"]["samples"] == [100.0, None, 110.0]

@@ -314,15 +314,21 @@ class _Fixture:
     has_error: bool = False
 
 
+def _finite(samples: Sequence[float]) -> list[float]:
+    """The samples pytest-benchmark's statistics can take: a NaN (a level a check could not time) or an infinity
+    makes its ``statistics`` calls raise."""
+    return [x for x in samples if math.isfinite(x)]
+
+
 def _metadata(row: ReportRow, group: str | None) -> Any:
     pb_stats, _ = _pytest_benchmark()
-    data, conversion = as_seconds(row.samples, row.unit)
+    data, conversion = as_seconds(_finite(row.samples), row.unit)
     extra = {
         **dict(row.extra),
         "specwatch_version": __version__,
         "unit": row.unit,
         "conversion": conversion,
-        "samples": list(row.samples),
+        "samples": [x if math.isfinite(x) else None for x in row.samples],  # JSON has no NaN: null, nothing lost
         "higher_is_better": row.higher_is_better,
         "verdict": row.verdict,
         "gated": row.gated,
@@ -349,7 +355,7 @@ def benchmark_json(
     group: str | None = "specwatch",
     when: datetime | None = None,
 ) -> dict[str, Any]:
-    """A pytest-benchmark ``--benchmark-json`` document of the rows that have samples.
+    """A pytest-benchmark ``--benchmark-json`` document of the rows that have finite samples.
 
     Built by pytest-benchmark's ``Metadata`` and its ``pytest_benchmark_generate_json`` hook:
     ``name`` is the result key, ``fullname`` the test node id plus the key, ``stats`` comes from
@@ -359,7 +365,7 @@ def benchmark_json(
     _, pb_plugin = _pytest_benchmark()
     doc = pb_plugin.pytest_benchmark_generate_json(
         config=None,
-        benchmarks=[_metadata(r, group) for r in rows if r.samples],
+        benchmarks=[_metadata(r, group) for r in rows if _finite(r.samples)],
         include_data=True,
         machine_info=dict(machine_info) if machine_info is not None else default_machine_info(),
         commit_info=dict(commit_info) if commit_info is not None else {},
