@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specwatch.checks.host import SweepHost
+from specwatch.checks.host import SweepHost, pair_skip
 from specwatch.checks.verdictlog import record
 from specwatch.errors import RequestRejected
 from specwatch.judge import contextlen
@@ -115,16 +115,8 @@ def check(host: SweepHost, plain: ServerProfile, spec: ServerProfile, sweep: Con
           gate: contextlen.ContextGate = contextlen.REPORT_ONLY) -> Verdict:
     """Measure ``sweep`` on both servers (the live one first) and judge it (:func:`specwatch.judge.contextlen.judge`).
     A pass or fail is kept in the host's log."""
-    for prof in (spec, plain):
-        if why := prof.unable(NAME, NEEDS):
-            return Verdict.skip(NAME, why, spec.name)
-    if spec.speculative is None or plain.speculative is not None:
-        return Verdict.skip(NAME, f"needs a plain and a speculative server; {plain.name} is "
-                                  f"{'speculative' if plain.speculative else 'plain'} and {spec.name} is "
-                                  f"{'speculative' if spec.speculative else 'plain'}", spec.name)
-    if host.config.server_url:
-        return Verdict.skip(NAME, f"--server-url: only one server ({host.config.server_url}) is reachable; the "
-                                  "speedup needs the plain and the speculative one", spec.name)
+    if (skip := pair_skip(host, NAME, NEEDS, plain, spec, "the speedup")) is not None:
+        return skip
     live = set(host.live_profiles())
     order = sorted((plain, spec), key=lambda p: p.name not in live)
     host.progress(f"{NAME}: {sweep.describe()}")

@@ -6,14 +6,15 @@ the run was given a running server's URL, boots servers by profile and prints pr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from specwatch.checks.verdictlog import VerdictLog
+from specwatch.judge.verdict import Verdict
 from specwatch.profiles.profile import ServerProfile
 from specwatch.server.pool import RunningServer
 
-__all__ = ["LiveHost", "ServerUrlOption", "SweepHost"]
+__all__ = ["LiveHost", "ServerUrlOption", "SweepHost", "pair_skip"]
 
 
 class ServerUrlOption(Protocol):
@@ -39,3 +40,20 @@ class SweepHost(LiveHost, Protocol):
     """A :class:`LiveHost` that also says which servers are up (a check may measure one while another waits)."""
 
     def live_profiles(self) -> Collection[str]: ...
+
+
+def pair_skip(host: LiveHost, name: str, needs: Sequence[str], plain: ServerProfile, spec: ServerProfile,
+              compared: str) -> Verdict | None:
+    """Why check ``name`` (reading ``needs``) cannot compare ``plain`` with ``spec``, as a skip; None when it can.
+    ``compared``: what the comparison needs both servers for, in the skip's words ("the speedup")."""
+    for prof in (spec, plain):
+        if why := prof.unable(name, tuple(needs)):
+            return Verdict.skip(name, why, spec.name)
+    if spec.speculative is None or plain.speculative is not None:
+        return Verdict.skip(name, f"needs a plain and a speculative server; {plain.name} is "
+                                  f"{'speculative' if plain.speculative else 'plain'} and {spec.name} is "
+                                  f"{'speculative' if spec.speculative else 'plain'}", spec.name)
+    if host.config.server_url:
+        return Verdict.skip(name, f"--server-url: only one server ({host.config.server_url}) is reachable; "
+                                  f"{compared} needs the plain and the speculative one", spec.name)
+    return None

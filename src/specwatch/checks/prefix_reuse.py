@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specwatch.checks.host import LiveHost
+from specwatch.checks.host import LiveHost, pair_skip
 from specwatch.checks.verdictlog import record
 from specwatch.judge import prefixreuse
 from specwatch.judge.verdict import Verdict
@@ -36,16 +36,8 @@ def check(host: LiveHost, plain: ServerProfile, spec: ServerProfile, workload: M
     """Run ``workload`` on the plain server, then on the speculative one, and judge the speculative server's
     deep-turn prefix reuse against the plain server's; first a probe (:func:`probe_of`) on the plain server, which
     skips at once when it keeps no prefix. A pass or fail is kept in the host's log."""
-    for prof in (spec, plain):
-        if why := prof.unable(NAME, NEEDS):
-            return Verdict.skip(NAME, why, spec.name)
-    if spec.speculative is None or plain.speculative is not None:
-        return Verdict.skip(NAME, f"needs a plain and a speculative server; {plain.name} is "
-                                  f"{'speculative' if plain.speculative else 'plain'} and {spec.name} is "
-                                  f"{'speculative' if spec.speculative else 'plain'}", spec.name)
-    if host.config.server_url:
-        return Verdict.skip(NAME, f"--server-url: only one server ({host.config.server_url}) is reachable; the "
-                                  "comparison needs the plain and the speculative one", spec.name)
+    if (skip := pair_skip(host, NAME, NEEDS, plain, spec, "the comparison")) is not None:
+        return skip
     shape = workload.describe()
     host.progress(shape)
     plain_url = host.server_for_profile(plain).url
