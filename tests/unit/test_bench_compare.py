@@ -255,6 +255,10 @@ def test_bench_prompts_refuses_what_the_benchmark_cannot_send(tmp_path: Path,
     assert "sets no concurrency levels" in capsys.readouterr().err
     assert main(["bench-prompts", str(tmp_path / "x.jsonl"), "--profiles", str(DATA / "sweep.toml"),
                  "--workload", "request-rate-2"]) == EXIT_USAGE
+    (tmp_path / "a-file").write_text("")  # a path under a file cannot be written: one line naming it
+    assert main(["bench-prompts", str(tmp_path / "a-file" / "x.jsonl"), "--profiles", str(DATA / "sweep.toml")]
+                ) == EXIT_USAGE
+    assert f"cannot write {tmp_path / 'a-file' / 'x.jsonl'}" in capsys.readouterr().err
 
 
 # -- the sweep under --server-url -----------------------------------------------------------------

@@ -70,8 +70,11 @@ def _cmd_bench_prompts(args: argparse.Namespace) -> int:
             raise UsageError(f"{ps.source}: [workload] output_len draws {len(lengths)} lengths; the benchmark's "
                              "custom dataset asks one length of every request (--sharegpt-output-len): set a "
                              "fixed output_len or max_new_tokens")
-        write_text_atomic(path, "".join(json.dumps(shared_line(r.text), ensure_ascii=False) + "\n"
-                                        for r in requests))
+        try:
+            write_text_atomic(path, "".join(json.dumps(shared_line(r.text), ensure_ascii=False) + "\n"
+                                            for r in requests))
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
         length = lengths.pop()
         lines.append(f"wrote {path}: {size} prompts, the requests of one run of {', '.join(n for n, _ in levels)} "
                      f"({length} tokens each)")
