@@ -335,7 +335,10 @@ async def measure_interleaved_async(servers: list[RunningServer], wl: Workload,
         last_note = started
         k = 0
         with gpuclock.ClockSampler() as clocks:
-            while not all(side.done(time.perf_counter() - started) for side in sides):
+            # one clock reading decides both the last progress line and the end (two readings let the end come
+            # between them, with no last line)
+            finished = all(side.done(0.0) for side in sides)
+            while not finished:
                 for side in sides if k % 2 == 0 else sides[::-1]:
                     await side.run_once()
                 k += 1
