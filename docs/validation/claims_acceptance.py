@@ -68,7 +68,8 @@ def sglang_8b_accept_sources_vary() -> Finding:
     refused = "PASSED tests/correctness/test_faults.py::test_claimed_092_disagrees_with_the_live_sources" in q92
     ok &= refused
     detail = table(["draft", *tests], rows)
-    detail += ("\n\nThe varying draft's pooled accept length (1.50) and its mean over requests differ by "
+    pooled = next((acc for c, _, acc, *_ in LEVEL.findall(parse.read(f"{ACC}/{LANES[0][0]}.txt")) if c == "1"), "?")
+    detail += (f"\n\nThe varying draft's pooled accept length ({pooled}) and its mean over requests differ by "
                "construction; the check names the averaging of each source (judge/averaging.py). On the 1.92 "
                "draft the case study's misread 0.92 (1.92 minus one) fails against every live source, as the "
                "test expects. History: [changelog section 20](changelog.md#section-20).")
@@ -113,9 +114,18 @@ def sglang_8b_context_length() -> Finding:
     text = parse.read(rel)
     got = re.findall(r"speculation by context length: (\S+) at ([\d,]+) input tokens: decode (.+) tok/s$", text, re.M)
     rows = [[server, length, speeds] for server, length, speeds in got]
+    mean = {(server, length): sum(map(float, speeds.split(", "))) / len(speeds.split(", "))
+            for server, length, speeds in got}
+    plain = [(length, v) for (server, length), v in mean.items() if server == "sgl8b-plain"]
+    spec = {length: v for (server, length), v in mean.items() if server == "sgl8b-eagle3"}
     detail = table(["server", "input tokens", "decode tok/s (3 prompts)"], rows)
     detail += ("\n\nThe call's limit cut the run after EAGLE-3's first length, so there is no speedup by length and "
-               "no gate verdict. Plain decoding falls 19% from 128 to 3,946 input tokens (attention over a longer "
-               "cache); EAGLE-3 at 128 ran 1.6x plain. History: [changelog section 20](changelog.md#section-20).")
+               "no gate verdict.")
+    if len(plain) >= 2:
+        (first, v0), (last, v1) = plain[0], plain[-1]
+        detail += (f" Plain decoding falls {1 - v1 / v0:.0%} from {first} to {last} input tokens (attention over a "
+                   "longer cache)")
+        detail += f"; EAGLE-3 at {first} ran {spec[first] / v0:.2f}x plain." if first in spec else "."
+    detail += " History: [changelog section 20](changelog.md#section-20)."
     measured = f"{len(got)} of 8 server-length cells measured (cut by the call's limit); no verdict"
     return Finding(MEASURED if got else NOT_MET, measured, [rel, f"{ACC}/commands.txt"], detail)

@@ -260,9 +260,11 @@ def sglang_8b_eager_extend() -> Finding:
     rows = [[str(r), f"{base[0]:.1f}", f"{v:.1f}", f"{v / base[0] - 1:+.2%}"] for r, v in head] if ok else []
     detail = table(["round", "graphed (round 1's base) tok/s", "eager draft extend tok/s", "change"], rows)
     detail += ("\n\nDecode tok/s of one greedy 256-token stream, 12 runs a measurement, each a fresh boot, on a lent "
-               "H100. Round 2's base boot was cut by the call's limit, so ab gave no verdict; both heads sit within "
-               "0.2% of the base, inside the 8B shape's boot-to-boot spread (0.7%). A cycle here (two tokens at "
-               "accept length 2.00) takes 7.4 ms of mostly GPU-bound work, and the eager draft extend's kernel "
+               "H100. Round 2's base boot was cut by the call's limit, so ab gave no verdict; the heads sit within "
+               f"{max((abs(v / base[0] - 1) for _, v in head), default=float('nan')):.2%} of the base, inside the 8B "
+               "shape's boot-to-boot spread (0.7%, 2026-12-04's boots). A cycle "
+               f"here (two tokens at accept length 2.00) takes {2000 / base[0] if ok else float('nan'):.1f} ms of "
+               "mostly GPU-bound work, and the eager draft extend's kernel "
                "launches queue behind it under the overlap scheduler: at this shape and batch 1 the phase's graph "
                "buys nothing measurable. The public reports (SGLang PRs 28782, 6606: about 10% and 11%) are of "
                "launch-bound steps; the phase-graph check still names an eager draft extend, as a cost that "
