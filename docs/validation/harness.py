@@ -742,15 +742,23 @@ def sglang_8b_fa3_x1(p: Plan) -> None:
 def sglang_8b_fa3_decode_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes with SGLang's default backend on Hopper (FA3), its prefill
     CUDA graphs off (``--cuda-graph-backend-prefill disabled``: the capture that failed with the slim kernels, and
-    the engine's own advice in that failure): the phase-graph check reads which decode-time phases it graphed. One
-    call on a fresh machine carrying the kit and the slim FA3 kernels together (the tree kept small for it)."""
-    fa3 = p.profile(SGL8B_FA3, "eagle3-8b-fa3-no-prefill-graph",
-                    replace=((r'extra_args = \["--sampling-backend"',
-                              'extra_args = ["--cuda-graph-backend-prefill", "disabled", "--sampling-backend"'),))
+    the engine's own advice in that failure): the phase-graph check reads which decode-time phases it graphed, then
+    ``specwatch ab`` of triton (draft extend graphed) against it, both with prefill graphs off, so that the attention
+    backend is the one difference. One call on a fresh machine carrying the kit and the slim FA3 kernels together
+    (the tree kept small for it); the ab resumes on the same warm machine if the call's limit cuts it."""
+    no_prefill = ((r'extra_args = \["--sampling-backend"',
+                   'extra_args = ["--cuda-graph-backend-prefill", "disabled", "--sampling-backend"'),)
+    fa3 = p.profile(SGL8B_FA3, "eagle3-8b-fa3-no-prefill-graph", replace=no_prefill)
+    triton = p.profile(SGL8B_BASE, "eagle3-8b-triton-no-prefill-graph",
+                       replace=((r'extra_args = \["--attention-backend", "triton",',
+                                 'extra_args = ["--attention-backend", "triton", "--cuda-graph-backend-prefill", '
+                                 '"disabled",'),))
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
                   Step("sgl-fa3", [p.py, "docs/validation/sglang_fa3.py", "install"], 60),
                   p.pytest("sgl8b-phase-graphs-fa3", 200, "-m", "correctness", "tests/correctness/test_phase_graphs.py",
-                           "-k", "every_speculative_phase", f"--specwatch-profiles={fa3}", gpu="0")]]]
+                           "-k", "every_speculative_phase", f"--specwatch-profiles={fa3}", gpu="0"),
+                  _sgl_ab(p, "sgl8b-ab-fa3-decode", fa3, 400, p.s["max_rounds_fa3"], base=triton,
+                          round_history=SGL_STORE)]]]
 
 
 def sglang_8b_acceptance_x1(p: Plan) -> None:
