@@ -891,8 +891,10 @@ def sglang_8b_bench_serving_x1(p: Plan) -> None:
                                                f"{p.rel(p.run)}/bench-serving"], 480, "0")]]]
 
 
+# runs = 5: the fewest a side whose one-sided Mann-Whitney can reach p < 0.01 (1/252); three runs (the first 8B
+# sweep, 2026-12-05) left every level inconclusive however far apart (1.51x at concurrency 1, no overlap)
 SWEEP_WORKLOAD = """[workload]
-runs = 3
+runs = 5
 warmup_s = 1.0
 dataset = "builtin"
 input_words = { dist = "uniform", low = 32, high = 96 }

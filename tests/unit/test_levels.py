@@ -187,3 +187,25 @@ def test_single_stream_results_keep_their_keys() -> None:
     rs = results_of({("a", "single-stream"): m}, {}, None)
     assert sorted(r.metric for r in rs.results) == ["decode_tok_s", "e2e_s", "mean_itl_ms", "output_tok_s", "ttft_ms"]
     assert set(rs.results[0].extra) == {"client_overhead", "shared_host", "runs", "concurrency", "max_new_tokens"}
+
+
+#: output tok/s of the 8B sweep's three runs at concurrency 1 (real SGLang 0.5.16 on an H100, 2026-12-05,
+#: docs/validation/data/2026-12-05-sglang-8b-sweep-x1/sgl8b-sweep-exact.json): EAGLE-3 (accept length 2.00), plain
+SWEEP_8B_C1 = ([255.09061605619786, 255.25507177415935, 254.61770365589734],
+               [169.81356317156602, 167.59817033325234, 168.90071219650557])
+
+
+def test_a_sweep_of_too_few_runs_is_inconclusive_and_says_so_not_that_speculation_loses() -> None:
+    """1.51x with no overlap, but three runs a side cannot reach p < 0.01 one-sided: the level is inconclusive,
+    its line says how many runs would judge it, and the crossover says "not shown to pay", never "does not pay"."""
+    from specwatch.judge import compare
+
+    spec, plain = SWEEP_8B_C1
+    gate = compare.relative_gate(spec, plain, margin=0.0, alpha=0.01)
+    assert gate.verdict.value == "inconclusive" and gate.ratio == pytest.approx(1.51, abs=0.01)
+    assert "cannot reach p<0.01" in gate.message and "need ≥" in gate.message
+    found = crossover([(1, "inconclusive"), (4, "inconclusive"), (16, "inconclusive")])
+    assert found.level == 1  # the gate's rule is unchanged: a speedup not shown does not count
+    assert found.message.startswith("speculation is not shown to pay at the lowest level measured, 1 on")
+    assert "does not pay" not in found.message
+    assert crossover([(1, "pass"), (4, "inconclusive")]).message.startswith("speculation is not shown to pay from 4")

@@ -307,7 +307,8 @@ def speculation_by_level(levels: Mapping[str, tuple[Measurement, Measurement]], 
         judged.append((kind, float(value), gate.verdict.value))
         p99 = ", ".join(f"{k} {medians['spec'].get(k, float('nan')):.1f}/{medians['baseline'].get(k, float('nan')):.1f}"
                         for k in ("p99_ttft_ms", "p99_tpot_ms"))
-        lines.append(f"{level}: {gate.verdict.value} ({gate.ratio:.2f}x {LEVEL_METRIC}; {p99} ms spec/baseline)")
+        why = f"; {gate.message}" if gate.verdict.value == "inconclusive" else ""
+        lines.append(f"{level}: {gate.verdict.value} ({gate.ratio:.2f}x {LEVEL_METRIC}; {p99} ms spec/baseline){why}")
     by_concurrency = [(v, verdict) for kind, v, verdict in judged if kind == "concurrency"]
     found = crossover(by_concurrency) if by_concurrency else None
     minimum = gates.min_crossover_concurrency
@@ -317,7 +318,8 @@ def speculation_by_level(levels: Mapping[str, tuple[Measurement, Measurement]], 
         gate_text = "not gated" if minimum is None else "pass" if passed else "fail"
         message = found.message + ("" if minimum is None else f"; min_crossover_concurrency = {minimum}: {gate_text}")
         lines.append(f"crossover concurrency: {message}")
-        shown = gate_text if minimum is not None else "crossover" if found.level is not None else "no crossover"
+        shown = (gate_text if minimum is not None else "no crossover" if found.level is None
+                 else "inconclusive" if found.verdict == "inconclusive" else "crossover")
         rows.append(ReportRow(key=f"{spec_name} vs {base_name} crossover concurrency", n=len(by_concurrency),
                               median=found.level if found.level is not None else math.inf,  # none: "inf"
                               unit="requests",
