@@ -878,6 +878,17 @@ def sglang_8b_acceptance_all_x1(p: Plan) -> None:
     p.stages = [setup, [*accept, [life]], [[context]]]
 
 
+def sglang_8b_context_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy: the context-length table of EAGLE-3
+    against plain decoding (128 to 4,096 input tokens, gated up to 4,096) and, on the same two boots, each server's
+    single-stream decode recorded as a baseline session (refused when a test of the run fails). About 270 s."""
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+                  p.pytest("sgl8b-context", 440, "-m", "perf", "tests/perf/test_context_length.py",
+                           "tests/perf/test_throughput.py", "-k", "context or (drift and decode)",
+                           "--specwatch-yardstick=off", "--update-baselines", "--specwatch-context-gate-until=4096",
+                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0", baselines=f"{p.rel(p.run)}/baselines")]]]
+
+
 def sglang_8b_bench_serving_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: one server booted, measured by specwatch
     (the sweep at concurrency 1, 4 and 8 with --specwatch-server-url: 5 runs of 8 requests of 256 tokens a level) and
@@ -1067,6 +1078,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-acceptance-all-x1", "sglang-8b-accept-x1 and sglang-8b-acceptance-x1 in one call: two varying "
              "drafts' lanes beside the cache-life check, then the context-length table alone", "(new: issue 43)",
              sglang_8b_acceptance_all_x1),
+    Scenario("sglang-8b-context-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the context-length "
+             "table gated up to 4,096 tokens, and both servers' single-stream decode recorded", "(new: issue 43)",
+             sglang_8b_context_x1),
     Scenario("sglang-8b-bench-serving-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: "
              "specwatch and SGLang's bench_serving on one live server, the same prompts, lengths and concurrency "
              "(1, 4, 8), side by side with specwatch compare-bench", "(new: issue 45)", sglang_8b_bench_serving_x1),
