@@ -209,3 +209,32 @@ def test_a_sweep_of_too_few_runs_is_inconclusive_and_says_so_not_that_speculatio
     assert found.message.startswith("speculation is not shown to pay at the lowest level measured, 1 on")
     assert "does not pay" not in found.message
     assert crossover([(1, "pass"), (4, "inconclusive")]).message.startswith("speculation is not shown to pay from 4")
+
+
+def test_a_sweep_whose_runs_cannot_reach_alpha_says_so_before_it_measures() -> None:
+    """Three runs a side (the first 8B sweep's workload) cannot reach p < 0.01: the sweep says so first, naming the
+    runs it needs, so that no GPU time is spent on levels that can only be inconclusive; five runs say nothing."""
+    for runs, said in ((3, True), (5, False)):
+        table = {**PROFILES["workload"], "runs": runs}
+        profiles = parse_profiles({**PROFILES, "workload": table}, "sweep.toml")
+        lines: list[str] = []
+        session = SimpleNamespace(profiles=profiles, config=SimpleNamespace(alpha=0.01, server_url=None),
+                                  measurements={}, verdict_rows=[], progress=lines.append,
+                                  fingerprint=lambda: {"engine": "reference"})
+
+        def measure(name: str, level: str, session: SimpleNamespace = session, table: dict[str, Any] = table,
+                    runs: int = runs) -> None:
+            spec_tok_s, base_tok_s = SPEEDS[level]
+            tok_s = spec_tok_s if name == "spec" else base_tok_s
+            session.measurements[(name, level)] = _measurement(name, level, table,
+                                                               [tok_s * (1 + k / 100) for k in range(runs)], 10.0)
+
+        session.measure = measure
+        verdict = gatekeeper.speculation_by_level(session)
+        warned = [ln for ln in lines if "cannot reach p < 0.01" in ln]
+        assert bool(warned) is said, lines
+        if said:
+            assert "set [workload] runs = 5 or more" in warned[0] and "every level will be inconclusive" in warned[0]
+            assert all(r.extra["sweep"]["verdict"] == "inconclusive" for r in verdict.rows if "sweep" in r.extra)
+        else:
+            assert [r.extra["sweep"]["verdict"] for r in verdict.rows if "sweep" in r.extra][:2] == ["pass", "pass"]

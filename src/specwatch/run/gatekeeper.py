@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from specwatch.judge.paired import RoundPrior
     from specwatch.judge.spechealth import GreedyComparison
     from specwatch.load.measure import Measurement
+    from specwatch.load.workload import Workload
     from specwatch.profiles.profile import ServerProfile
     from specwatch.run.session import Session
 
@@ -187,6 +188,19 @@ def tuned_vs_untuned(session: Session, workload: str = "single-stream") -> Verdi
                                   unread=gates.unread_difference(t_p, u_p))
 
 
+def _runs_too_few(wl: Workload, alpha: float) -> str:
+    """Why ``wl``'s runs cannot give a sweep level a verdict at ``alpha`` ("" when they can): the level gate's
+    one-sided Mann-Whitney needs more runs a side than it has, and no ``min_duration_s`` adds any."""
+    from specwatch.judge.stats import min_attainable_p, runs_to_reach_p
+
+    if wl.min_duration_s or min_attainable_p(wl.runs, wl.runs, "greater") < alpha:
+        return ""
+    need = runs_to_reach_p(alpha, alternative="greater")
+    return (f"{wl.runs} runs a side cannot reach p < {alpha:g} (the least p of {wl.runs} against {wl.runs} is "
+            f"{min_attainable_p(wl.runs, wl.runs, 'greater'):.3g}), so every level will be inconclusive; set "
+            f"[workload] runs = {need} or more")
+
+
 @recorded
 def speculation_by_level(session: Session) -> Verdict:
     """:func:`specwatch.run.gates.speculation_by_level` over the profile set's sweep. With ``--server-url`` the
@@ -195,7 +209,7 @@ def speculation_by_level(session: Session) -> Verdict:
     level on one boot (baseline first), levels in increasing order; with ``gates.interleave_runs`` both
     servers are up at once and each level's runs are interleaved (:meth:`Session.measure_pair`: a fresh boot
     of both per level and round), so a machine that drifts during the sweep moves both sides of a level alike."""
-    from specwatch.load.workload import level_names
+    from specwatch.load.workload import level_names, resolve
 
     spec_p, base_p = session.profiles.for_role("spec"), session.profiles.for_role("baseline")
     levels = level_names(session.profiles.workload)
@@ -213,6 +227,9 @@ def speculation_by_level(session: Session) -> Verdict:
         return Verdict(gates.SPEC_BY_LEVEL, Status.SKIP,
                        f"{session.profiles.source}: [workload] sets no sweep levels; "
                        "add concurrency = [1, 4, 16, 64] (or request_rate = [2.0, 8.0])")
+    too_few = _runs_too_few(resolve(levels[0], session.profiles.workload), session.config.alpha)
+    if too_few:
+        session.progress(f"speculation by level: {too_few}")
     if session.profiles.gates.interleave_runs:
         for level in levels:
             session.measure_pair(base_p.name, spec_p.name, level)
