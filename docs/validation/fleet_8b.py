@@ -41,6 +41,7 @@ import fnmatch
 import json
 import math
 import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -356,6 +357,13 @@ class Judged:
     @property
     def leases(self) -> int:
         return len(self.per_lease)
+
+    def lease_medians(self) -> dict[str, float]:
+        """Each lease's median of its sessions' medians, in recorded order."""
+        out: dict[str, list[float]] = {}
+        for s in self.inputs.sessions:
+            out.setdefault(s.machine or "?", []).append(statistics.median(s))
+        return {k: statistics.median(v) for k, v in out.items()}
 
     @property
     def spread(self) -> float | None:
