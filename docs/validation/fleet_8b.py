@@ -2,7 +2,7 @@
 recorded lease by lease into a validation store, and what the drift gate judges a new machine of each class at.
 
     python docs/validation/fleet_8b.py            # rewrite docs/validation/sglang/baselines-8b/ from data/; the table
-    python docs/validation/fleet_8b.py --check    # exit 1 if that store is not what data/ gives (or a file is unsorted)
+    python docs/validation/fleet_8b.py --check    # exit 1 if that store is not what data/ gives
     python docs/validation/fleet_8b.py --list     # every candidate file: included or excluded, and why
 
 A *candidate* is any results file (or baseline file) under ``data/*/`` holding samples of
