@@ -9,7 +9,9 @@ Data:
   DERIVED fixture until a real one is recorded);
 * graphs off: real 0.5.16 started with ``--disable-cuda-graph`` (docs/validation/data/2026-12-03-sglang-x1, its
   argv as the run printed it in sgl-correctness.txt);
-* the reference server: a real GPU log of it (docs/validation/data/2026-12-03-rerecord-x1): verify and draft decode.
+* the reference server: a real GPU log of it (docs/validation/data/2026-12-03-rerecord-x1): verify and draft decode;
+* SGLang's default on Hopper: real 0.5.16 at the 8B shape started without ``--attention-backend`` on one H100 (FA3,
+  prefill graphs off; docs/validation/data/2026-12-05-sglang-8b-fa3-decode-x1): verify and draft decode only.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ ARGV_8B = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", 
            "--speculative-num-draft-tokens", "3", "--attention-backend", "triton", "--sampling-backend", "pytorch",
            "--mem-fraction-static", "0.8"]
 NO_BACKEND = [a for a in ARGV_8B if a not in ("--attention-backend", "triton")]
+#: real SGLang 0.5.16 at the 8B shape as SGLang sets it up on Hopper by itself (FA3), prefill graphs off (one H100)
+FA3_DEFAULT = next((DATA / "2026-12-05-sglang-8b-fa3-decode-x1/sgl8b-phase-graphs-fa3/servers").glob(
+    "*/sgl8b-eagle3-1/server.log"))
 H200 = ["NVIDIA H200"]
 H100 = ["NVIDIA H100 80GB HBM3"]
 
@@ -191,3 +196,17 @@ def test_arg_value_reads_both_spellings() -> None:
                                  "--attention-backend") == "triton"
     assert phasegraphs.arg_value(["--disable-cuda-graph", "--x"], "--disable-cuda-graph") == ""
     assert phasegraphs.arg_value(["--x"], "--attention-backend") is None
+
+
+def test_the_real_fa3_default_leaves_draft_extend_eager_and_says_how_to_cost_it() -> None:
+    """The server SGLang 0.5.16 started by itself on an H100 (FA3): the check fails naming FA3's draft extend, and the
+    message says how to measure what it costs (there, ab read FA3 8.1% faster than triton: an eager phase is a fact
+    to name, its cost a measurement)."""
+    log = FA3_DEFAULT.read_text(errors="replace")
+    assert "Use fa3 backend by default." in log
+    rep = _judge(FA3_DEFAULT, argv=[*NO_BACKEND, "--cuda-graph-backend-prefill", "disabled"], gpus=H100)
+    assert rep.ok is False and [m.phase for m in rep.missing] == ["draft extend"]
+    assert rep.missing[0].cause.startswith("the draft extend's attention backend is FA3")
+    assert {"target verify", "draft decode"} <= set(rep.captured)
+    assert "`specwatch ab` of this server against one that graphs the phase" in rep.message()
+    assert "specwatch ab" not in _judge(HEALTHY).message()  # nothing missing: nothing to cost

@@ -60,6 +60,10 @@ class PhaseReport:
         extra = [p for p in self.captured if p not in self.expected]
         if extra:
             lines.append(f"  also captured: {', '.join(extra)}")
+        if self.missing:  # the fact is the server's; its cost depends on the shape, batch and backend
+            lines.append("  what it costs here: `specwatch ab` of this server against one that graphs the phase (a "
+                         "backend that captures it, or without the switch); an eager phase can cost nothing where the "
+                         "step is GPU-bound, and a backend without its graph can still be the faster one")
         return "\n".join(lines)
 
 
