@@ -83,6 +83,7 @@ SETTINGS: dict[str, str] = {
     "sgl_release_base": "0.5.15.post1",  # sglang-8b-releases-x1: the older SGLang release of the pair ab judges
     "sgl_release_head": "0.5.16",  # ... and the newer (SGL_RELEASES)
     "sgl_release_server": "eagle3",  # ... and which server: "eagle3" (eagle3-8b-<release>.toml) or "plain"
+    "sgl_ladder_max_rounds": "2",  # sglang-8b-ladder-*-x1: ab-ladder's last look (3: a round more for open pairs)
 }
 
 
@@ -864,6 +865,63 @@ def sglang_8b_releases_x1(p: Plan) -> None:
                           base=_release_profile(p, base, server), round_history=SGL_STORE)]]]
 
 
+#: the release chain sglang-8b-ladder-*-x1 judges, oldest first, and its calls: the overlays each call carries
+#: (newest first, as round 1 boots them, from 0.5.16's kit down) and the measurements of the ladder's order done
+#: by its end (None: to the verdicts). Round 1 boots 0.5.16, 0.5.15.post1, ..., 0.5.12, round 2 back up.
+SGL_LADDER = ("0.5.12", "0.5.13", "0.5.14", "0.5.15.post1", "0.5.16")
+SGL_LADDER_CALLS: dict[int, tuple[tuple[str, ...], int | None]] = {
+    1: ((), 1), 2: (("0.5.15.post1", "0.5.14"), 3), 3: (("0.5.13", "0.5.12"), 6), 4: ((), None)}
+
+
+def _sglang_8b_ladder(p: Plan, call: int) -> None:
+    """Call ``call`` of four of ``specwatch ab-ladder`` over SGLang 0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16
+    at Llama-3.1-8B's sizes alone on one GPU (the EAGLE-3 or plain server, ``sgl_release_server``), under the 8B
+    shape's recorded round spread: each release booted once a round, its measurement shared by its two pairs (5
+    boots a round where four abs take 8), every pair's two boots back to back and in the other order the next
+    round. Run the four calls back to back on one warm machine: call 1 carries 0.5.16's kit, calls 2 and 3 two
+    overlays each (``SGL_LADDER_CALLS``), call 4 nothing; each call installs what it carries (the sites stay in
+    /tmp), resumes the ladder from the memo in /tmp and boots on to its ``--stop-after``; the last prints every
+    pair's verdict. A call cut short by its limit is made up by the next (the memo keeps every boot made)."""
+    server, rounds = p.s["sgl_release_server"], p.s["sgl_ladder_max_rounds"]
+    if server not in ("eagle3", "plain"):
+        raise SystemExit(f"harness: sgl_release_server must be eagle3 or plain ({server})")
+    kit = "docs/validation/sglang_kit.py"
+    carried = [r for c in sorted(SGL_LADDER_CALLS) if c <= call for r in SGL_LADDER_CALLS[c][0]]
+    overlays = [Step(f"sglang-overlay-{r}", [p.py, kit, "overlay", "--version", r, "--if-missing"], 120)
+                for r in carried]
+    new = SGL_LADDER_CALLS[call][0] or ((SGL_KIT_RELEASE,) if call == 1 else ())
+    imports = [Step(f"sglang-versions-{r}", [p.py, kit, "versions",
+                                             "/tmp/sgl/site" if r == SGL_KIT_RELEASE else f"/tmp/sgl-{r}/site"],
+                    120, "0") for r in new]
+    stop = SGL_LADDER_CALLS[call][1]
+    name = f"sgl8b-ladder-{server}"
+    ladder = p.cli(f"{name}-{call}", 580, "ab-ladder",
+                   *(a for r in SGL_LADDER for a in ("--profile", _release_profile(p, r, server))),
+                   "--start", "last", "--rounds", "2", "--max-rounds", rounds, "--round-history", SGL_STORE,
+                   "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume",
+                   *(("--stop-after", str(stop)) if stop else ()), "--", "-m", "perf",
+                   "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
+                   "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
+                   f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, ladder, *imports]]]
+
+
+def sglang_8b_ladder_1_x1(p: Plan) -> None:
+    _sglang_8b_ladder(p, 1)
+
+
+def sglang_8b_ladder_2_x1(p: Plan) -> None:
+    _sglang_8b_ladder(p, 2)
+
+
+def sglang_8b_ladder_3_x1(p: Plan) -> None:
+    _sglang_8b_ladder(p, 3)
+
+
+def sglang_8b_ladder_4_x1(p: Plan) -> None:
+    _sglang_8b_ladder(p, 4)
+
+
 def sglang_8b_acceptance_all_x1(p: Plan) -> None:
     """sglang-8b-accept-x1 and sglang-8b-acceptance-x1 in one call: the two varying drafts' lanes beside the cache-life
     check (none of them timed), then the context-length table alone on the GPU (its speedups are timed)."""
@@ -1075,6 +1133,14 @@ SCENARIOS = {s.name: s for s in (
              "SGLang releases (sgl_release_base, sgl_release_head: 0.5.12 to 0.5.17), EAGLE-3 or plain; each release "
              "but 0.5.16 an overlay on its kit, carried in a call of its own; resumable", "(new: issue 46)",
              sglang_8b_releases_x1),
+    *(Scenario(f"sglang-8b-ladder-{c}-x1", f"call {c} of 4, back to back on one warm machine: specwatch ab-ladder of "
+               "SGLang 0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16 at Llama-3.1-8B's sizes (each release booted "
+               "once a round, shared by its two pairs); carry " + (
+                   ".kit/sglang-0.5.16.tar.xz (the kit)" if c == 1 else " and ".join(
+                       f".kit/sglang-{r}-overlay.tar.xz" for r in SGL_LADDER_CALLS[c][0]) or "nothing"),
+               "(new: issue 46)", build)
+      for c, build in ((1, sglang_8b_ladder_1_x1), (2, sglang_8b_ladder_2_x1), (3, sglang_8b_ladder_3_x1),
+                       (4, sglang_8b_ladder_4_x1))),
     Scenario("sglang-8b-acceptance-all-x1", "sglang-8b-accept-x1 and sglang-8b-acceptance-x1 in one call: two varying "
              "drafts' lanes beside the cache-life check, then the context-length table alone", "(new: issue 43)",
              sglang_8b_acceptance_all_x1),

@@ -1,5 +1,6 @@
-"""``specwatch ab`` and ``specwatch ab-power``: their options, turned into the plain-keyword commands of
-:mod:`specwatch.revisions.ab` and :mod:`specwatch.revisions.power`."""
+"""``specwatch ab``, ``specwatch ab-ladder`` and ``specwatch ab-power``: their options, turned into the
+plain-keyword commands of :mod:`specwatch.revisions.ab`, :mod:`specwatch.revisions.ladder` and
+:mod:`specwatch.revisions.power`."""
 
 from __future__ import annotations
 
@@ -29,6 +30,22 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                       spending=args.spending, round_history=args.round_history, record_rounds=args.record_rounds,
                       metrics=args.metric, memo=args.memo, python=args.python, workdir=args.workdir,
                       timeout_s=args.timeout_s, resume=args.resume)
+
+
+def _cmd_ab_ladder(args: argparse.Namespace) -> int:
+    from specwatch.revisions import ladder
+
+    rest = list(args.pytest_args)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    elif rest:
+        print(f"specwatch ab-ladder: put pytest arguments after --: {' '.join(rest)}", file=sys.stderr)
+        return EXIT_USAGE
+    return ladder.command(profiles=args.profile or [], pytest_args=rest, setup=args.setup, rounds=args.rounds,
+                          max_rounds=args.max_rounds, tolerance=args.tolerance, alpha=args.alpha,
+                          spending=args.spending, round_history=args.round_history, metrics=args.metric,
+                          memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s,
+                          start=args.start, stop_after=args.stop_after, resume=args.resume)
 
 
 def _cmd_ab_power(args: argparse.Namespace) -> int:
@@ -86,6 +103,41 @@ def register(sub: Any) -> None:
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS",
                         help="arguments of the measuring pytest run, after --")
     parser.set_defaults(func=_cmd_ab)
+
+    parser = sub.add_parser("ab-ladder", help="A/B a chain of profiles (versions, oldest first) pair by pair, each "
+                                              "booted once a round and shared by its two pairs; exit 1 on a "
+                                              "regression of any pair")
+    parser.add_argument("--profile", action="append", default=None, metavar="FILE",
+                        help="a profile file of the chain, oldest first (repeat; at least two): each neighbouring "
+                             "pair is judged as ab --base-profile OLDER --head-profile NEWER")
+    parser.add_argument("--start", choices=("first", "last"), default="first",
+                        help="where round 1 starts: the first profile (each pair's base first, as ab) or the last "
+                             "(e.g. the version installed first); later rounds walk back and forth")
+    parser.add_argument("--stop-after", type=int, default=None, metavar="N",
+                        help="stop (exit 3, no verdict) before the measurement that would pass N in the ladder's "
+                             "order, kept ones counted; --resume continues")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the newest ladder of this memo that ended without a verdict, keeping every "
+                             "measurement it made")
+    parser.add_argument("--memo", default=None, help="memo directory (default: .specwatch/ab-ladder)")
+    for flag in ("--setup", "--python", "--workdir"):
+        parser.add_argument(flag, default=None, help=f"as ab's {flag}")
+    parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None, help="as ab's")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="as ab's (default %(default)s)")
+    parser.add_argument("--max-rounds", type=int, default=None,
+                        help=f"as ab's (default max({DEFAULT_MAX_ROUNDS}, --rounds)); a round after the first look "
+                             f"boots only the versions of pairs still open")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="as ab's")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="as ab's, per pair (default %(default)s)")
+    parser.add_argument("--spending", choices=sequential.SPENDING, default=sequential.POCOCK, help="as ab's")
+    parser.add_argument("--round-history", default=DEFAULT_BASELINE_DIR,
+                        help="as ab's (default: %(default)s); the ladder reads it but never records into it (its "
+                             "pairs share boots, so their rounds are not independent samples of the spread)")
+    parser.add_argument("--metric", action="append", default=None,
+                        help=f"metric(s) judged (default: {', '.join(DEFAULT_METRICS)})")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST-ARGS",
+                        help="arguments of the measuring pytest run, after --")
+    parser.set_defaults(func=_cmd_ab_ladder)
 
     parser = sub.add_parser("ab-power", help="simulate specwatch ab verdicts at a machine class's recorded round "
                                              "spread (or replay its recorded rounds): how often a given slowdown is "

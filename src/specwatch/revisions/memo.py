@@ -135,6 +135,12 @@ def whole_rounds(memo: Memo, idents: Callable[[int], Sequence[str]]) -> int:
     return whole
 
 
+def measured(memo: Memo, ident: str) -> RevisionRun | None:
+    """``ident``'s entry when it is a measurement with a readable results file (None otherwise: measure it)."""
+    m = memo.get(ident)
+    return m if _measured(m) else None
+
+
 def _measured(m: RevisionRun | None) -> bool:
     """A measurement with a readable results file (a truncated or broken one is measured again)."""
     if m is None or m.verdict == SKIP or not m.results:
@@ -153,6 +159,28 @@ def ab_round_ident(side: str, revision: str, session: str, n: int) -> str:
     """The memo ident of an A/B run's round ``n`` of ``side`` (``<side>-<revision>-<session>-r<n>``); the one
     place it is built (:data:`_IDENT` parses it)."""
     return f"{side}-{revision}-{session}-r{n}"
+
+
+def ladder_ident(rung: str, session: str, n: int) -> str:
+    """The memo ident of an ``ab-ladder`` run's round ``n`` of one rung (``ladder-<rung>-<session>-r<n>``)."""
+    return f"ladder-{rung}-{session}-r{n}"
+
+
+def stopped_ladders(memo: Memo) -> list[tuple[str, int]]:
+    """The ``ab-ladder`` runs this memo holds that ended without a verdict, newest first, as (session, measurements
+    with a readable results file): ``ab-ladder --resume`` keeps every one of them (a ladder stops between
+    measurements, and each is a boot of its own)."""
+    count: dict[str, int] = {}
+    newest: dict[str, float] = {}
+    for m in memo.entries():
+        found = _IDENT.match(m.ident)
+        if found is None or found["side"] != "ladder" or not _measured(m):
+            continue
+        session = found["session"]
+        count[session] = count.get(session, 0) + 1
+        newest[session] = max(newest.get(session, 0.0), memo.entry_path(m.ident).stat().st_mtime)
+    out = [(s, n) for s, n in count.items() if not (memo.root / f"{s}.finished").exists()]
+    return sorted(out, key=lambda s: newest[s[0]], reverse=True)
 
 
 def step_round_ident(step: str, side: str, n: int) -> str:

@@ -1,0 +1,73 @@
+"""docs/validation/harness.py's sglang-8b-ladder-{1..4}-x1: the four device calls of ab-ladder over SGLang 0.5.12 to
+0.5.16. No call may boot a release before a call has carried it, a call carries at most two overlays (64 MiB a
+call with the tree), and the four calls must run one ladder (the same memo folder: the same profiles' text, the same
+order and measuring arguments), so that the last call's verdicts cover every boot the earlier calls made."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from specwatch.revisions import ladder
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "validation"))
+import harness  # noqa: E402  (docs/validation is not a package)
+
+CALLS = sorted(harness.SGL_LADDER_CALLS)
+
+
+def _ladder_step(call: int, server: str, tmp_path: Path) -> tuple[list[str], list[str], dict[str, str]]:
+    """(the ladder step's argv, every step's name, the profile variants it writes) of call ``call``."""
+    settings = dict(harness.SETTINGS, sgl_release_server=server)
+    plan = harness.plan_for(f"sglang-8b-ladder-{call}-x1", settings, harness.DATA / f"zz-test-ladder-{call}")
+    steps = [s for stage in plan.stages for lane in stage for s in lane]
+    (step,) = [s for s in steps if s.name.startswith("sgl8b-ladder-")]
+    return step.argv, [s.name for s in steps], plan.variants
+
+
+def _order() -> list[str]:
+    """The releases in the order the ladder boots them, both rounds."""
+    chain = harness.SGL_LADDER
+    return [chain[i] for n in (1, 2) for i in ladder.walk(range(len(chain)), n, "last")]
+
+
+def test_no_call_boots_a_release_before_it_was_carried() -> None:
+    installed = {harness.SGL_KIT_RELEASE}
+    done = 0
+    for call in CALLS:
+        carried, stop = harness.SGL_LADDER_CALLS[call]
+        assert len(carried) <= 2  # two overlays of 24-26 MiB beside the 7.5 MiB tree fill a call's 64 MiB
+        installed |= set(carried)
+        upto = len(_order()) if stop is None else stop
+        assert upto > done  # every call boots something
+        assert set(_order()[:upto]) <= installed, (call, set(_order()[:upto]) - installed)
+        done = upto
+    assert installed == set(harness.SGL_LADDER) and done == 10  # 5 boots a round, 2 rounds
+
+
+@pytest.mark.parametrize("server", ["eagle3", "plain"])
+def test_the_four_calls_run_one_ladder(server: str, tmp_path: Path) -> None:
+    """Each call's ladder step differs only in --stop-after, and its profiles' text is the same in every call
+    (the memo folder is keyed by it; the plain variants are written into each call's own run folder)."""
+    seen = []
+    for call in CALLS:
+        argv, names, variants = _ladder_step(call, server, tmp_path)
+        stop = harness.SGL_LADDER_CALLS[call][1]
+        assert ("--stop-after" in argv) == (stop is not None) and "--resume" in argv
+        if stop is not None:
+            at = argv.index("--stop-after")
+            assert argv[at + 1] == str(stop)
+            argv = argv[:at] + argv[at + 2:]
+        profiles = [argv[i + 1] for i, a in enumerate(argv) if a == "--profile"]
+        assert len(profiles) == len(harness.SGL_LADDER)
+        texts = [variants.get(p) or (ROOT / p).read_text() for p in profiles]
+        rest = [a for a in argv if a not in profiles]
+        seen.append((texts, rest))
+        carried = harness.SGL_LADDER_CALLS[call][0]
+        assert all(f"sglang-overlay-{r}" in names for r in carried)  # what a call carries it installs
+        assert names.index(f"sgl8b-ladder-{server}-{call}") < min(
+            (names.index(n) for n in names if n.startswith("sglang-versions-")), default=len(names))
+    assert all(s == seen[0] for s in seen)
