@@ -124,9 +124,32 @@ def test_ab_rounds_1_is_taken_with_the_round_history(tmp_path: Path, monkeypatch
     monkeypatch.setattr(ab, "run_ab", fake_run_ab)
     monkeypatch.chdir(tmp_path)
     for name in ("a.toml", "b.toml"):
-        (tmp_path / name).write_text("")
+        (tmp_path / name).write_text('version = 1\n[[server]]\nname = "eagle3"\nengine = "reference"\n')
     main(["ab", "--base-profile", "a.toml", "--head-profile", "b.toml", "--rounds", "1", "--", "-q"])
     assert seen["rounds"] == 1 and seen["round_history"] == "baselines"
+
+
+def test_ab_of_a_broken_or_unmatched_profile_is_one_line_before_any_boot(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile file that is not valid TOML, or two that name no server in common (no key to judge), fail as one
+    usage line naming the file before anything is measured (they used to boot, then fail with pytest's exit 4)."""
+    from specwatch.cli import main
+    from specwatch.errors import EXIT_USAGE
+    from specwatch.revisions import ab
+
+    def never(*args: object, **kwargs: object) -> rounds.Rounds:
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(ab, "run_ab", never)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.toml").write_text('version = 1\n[[server]]\nname = "eagle3"\nengine = "reference"\n')
+    (tmp_path / "plain.toml").write_text('version = 1\n[[server]]\nname = "plain"\nengine = "reference"\n')
+    (tmp_path / "broken.toml").write_text("garbage[\n")
+    for head, said in (("broken.toml", "--head-profile: "), ("plain.toml", "no server in common")):
+        code = main(["ab", "--base-profile", "good.toml", "--head-profile", head, "--", "-q"])
+        err = capsys.readouterr().err
+        assert code == EXIT_USAGE and said in err and err.count("\n") == 1, err
 
 
 # --------------------------------------------------------------------------------------------

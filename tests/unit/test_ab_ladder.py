@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from specwatch.errors import EXIT_USAGE
 from specwatch.revisions import ab, ladder, rounds
 from specwatch.revisions.memo import GOOD, SKIP, Memo, RevisionRun, ab_round_ident, stopped_ladders, stopped_runs
 from specwatch.revisions.step import MeasureConfig
@@ -39,11 +40,20 @@ def _scaled(src: Path, dest: Path, factor: float) -> Path:
     return dest
 
 
+#: a profile file each version of a chain could be: one server, named alike in all (each key is one server's)
+PROFILE = """# {name}
+version = 1
+[[server]]
+name = "sgl8b-eagle3"
+engine = "reference"
+"""
+
+
 def _profiles(tmp_path: Path, names: list[str]) -> list[Path]:
     out = []
     for name in names:
         p = tmp_path / f"{name}.toml"
-        p.write_text(f"# {name}\n")
+        p.write_text(PROFILE.format(name=name))
         out.append(p)
     return out
 
@@ -152,7 +162,7 @@ def test_another_start_or_an_edited_profile_is_another_ladder(tmp_path: Path, mo
     monkeypatch.setattr(ladder, "measure", _measure(source, []))
     _ladder(tmp_path, profiles, start="last", stop_after=1)
     _ladder(tmp_path, profiles, start="first", stop_after=1)  # the order would no longer alternate
-    profiles[1].write_text("# v17, edited\n")
+    profiles[1].write_text(PROFILE.format(name="v17, edited"))
     _ladder(tmp_path, profiles, start="last", stop_after=1)
     assert len(list((tmp_path / "memo").iterdir())) == 3
 
@@ -224,3 +234,22 @@ def test_the_command_line_takes_the_ladders_options() -> None:
                                       "--stop-after", "3", "--resume", "--max-rounds", "2", "--", "-q"])
     assert (args.profile, args.start, args.stop_after, args.resume, args.max_rounds) == (
         ["a.toml", "b.toml"], "last", 3, True, 2)
+
+
+def test_a_broken_or_unmatched_profile_is_one_line_before_any_boot(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain member that is not valid TOML, or one that serves no server its neighbour serves (no key to judge),
+    is a usage error naming the file before anything is measured."""
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(ladder, "measure", never)
+    good, other = _profiles(tmp_path, ["v16", "v17"])
+    broken = tmp_path / "broken.toml"
+    broken.write_text("garbage[\n")
+    plain = tmp_path / "plain.toml"
+    plain.write_text(PROFILE.format(name="plain").replace("sgl8b-eagle3", "sgl8b-plain"))
+    for chain, said in (([good, broken], "--profile: " + str(broken)), ([good, plain, other], "no server in common")):
+        code = ladder.command(profiles=[str(p) for p in chain], pytest_args=["-q"], memo=str(tmp_path / "memo"))
+        err = capsys.readouterr().err
+        assert code == EXIT_USAGE and said in err and err.count("\n") == 1, err

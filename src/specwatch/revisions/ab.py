@@ -233,15 +233,36 @@ def revision_sides(repo: str | Path, base: str, head: str) -> Iterator[tuple[Sid
                git.default_memo(top))
 
 
+def profile_side(flag: str, path: str | Path, name: str, ident: str) -> tuple[Side, frozenset[str]]:
+    """One profile file as a side measured in this folder, and the servers it names: the file is read as the
+    measuring run will read it, so a missing or broken one is one UsageError line (naming ``flag``) before any
+    boot."""
+    from specwatch.profiles.loading import load_profiles
+
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise UsageError(f"{flag} {path}: no such file")
+    try:
+        servers = frozenset(load_profiles(p).servers)
+    except UsageError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    return Side(name, str(p), Path.cwd(), "", ident, (f"--specwatch-profiles={p}",)), servers
+
+
+def shared_servers(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> None:
+    """UsageError unless the two profile files (path, servers) name a server in common: each key an A/B judges
+    is one server's, measured on both sides."""
+    if not a[1] & b[1]:
+        raise UsageError(f"{a[0]} serves {', '.join(sorted(a[1]))} and {b[0]} serves {', '.join(sorted(b[1]))}: no "
+                         "server in common, so no key to judge (name the server alike in both)")
+
+
 def profile_sides(base_profile: str, head_profile: str) -> tuple[Side, Side]:
     """Two profile files of one revision (a change of flags or environment), measured in this folder."""
-    sides = []
-    for name, path in (("base", base_profile), ("head", head_profile)):
-        p = Path(path).resolve()
-        if not p.is_file():
-            raise UsageError(f"--{name}-profile {path}: no such file")
-        sides.append(Side(name, str(p), Path.cwd(), "", f"{name}-{p.stem}", (f"--specwatch-profiles={p}",)))
-    return sides[0], sides[1]
+    base, base_servers = profile_side("--base-profile", base_profile, "base", f"base-{Path(base_profile).stem}")
+    head, head_servers = profile_side("--head-profile", head_profile, "head", f"head-{Path(head_profile).stem}")
+    shared_servers((base_profile, base_servers), (head_profile, head_servers))
+    return base, head
 
 
 def command(

@@ -24,6 +24,7 @@ no results file and is made again).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import sys
 import uuid
 from collections.abc import Sequence
@@ -80,12 +81,14 @@ def rungs_of(profiles: Sequence[str | Path]) -> list[Side]:
     fewer than two)."""
     if len(profiles) < 2:
         raise UsageError("ab-ladder needs at least two --profile files (oldest first)")
-    rungs = []
+    rungs, served = [], []
     for i, path in enumerate(profiles):
-        p = Path(path).resolve()
-        if not p.is_file():
-            raise UsageError(f"--profile {path}: no such file")
-        rungs.append(Side(p.stem, str(p), Path.cwd(), "", f"{i}-{p.stem}", (f"--specwatch-profiles={p}",)))
+        stem = Path(path).stem
+        side, servers = ab.profile_side("--profile", path, stem, f"{i}-{stem}")
+        rungs.append(side)
+        served.append((str(path), servers))
+    for older, newer in itertools.pairwise(served):
+        ab.shared_servers(older, newer)
     return rungs
 
 
