@@ -936,15 +936,31 @@ def sglang_8b_acceptance_all_x1(p: Plan) -> None:
     p.stages = [setup, [*accept, [life]], [[context]]]
 
 
+def _draft_models(p: Plan, draft: str) -> tuple[list[Step], str]:
+    """The steps that make the EAGLE-3 draft ``draft`` names ("exact": accept length 2.00; "vary": 1.50, varying
+    per prompt; "q0": 1.00, a dead draft) beside the 8b target, and the folder it is written to."""
+    models = [_sgl8b_models(p)]
+    if draft == "vary":
+        models.append(_varying_draft(p, "sgl8b-models-vary", SGL8B_VARY, "0.5"))
+    elif draft == "q0":
+        models.append(Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
+                                               "--draft-quality", "0", "--if-missing"], 150, "0"))
+    return models, {"exact": SGL8B_MODELS, "vary": SGL8B_VARY, "q0": SGL8B_Q0}[draft]
+
+
 def sglang_8b_context_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy: the context-length table of EAGLE-3
-    against plain decoding (128 to 4,096 input tokens, gated up to 4,096) and, on the same two boots, each server's
-    single-stream decode recorded as a baseline session (refused when a test of the run fails). About 270 s."""
-    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p),
+    against plain decoding (128 to 4,096 input tokens, gated up to 4,096) with the draft ``sweep_draft`` names
+    (exact, vary or q0) and, on the same two boots, each server's single-stream decode recorded as a baseline session
+    (refused when a test of the run fails). About 270 s."""
+    models, dest = _draft_models(p, p.s["sweep_draft"])
+    prof = SGL8B_PERF if p.s["sweep_draft"] == "exact" else p.profile(
+        SGL8B_PERF, f"8b-perf-{p.s['sweep_draft']}", replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),))
+    p.stages = [[[_sglang_setup(p, "--if-missing"), *models,
                   p.pytest("sgl8b-context", 440, "-m", "perf", "tests/perf/test_context_length.py",
                            "tests/perf/test_throughput.py", "-k", "context or (drift and decode)",
                            "--specwatch-yardstick=off", "--update-baselines", "--specwatch-context-gate-until=4096",
-                           f"--specwatch-profiles={SGL8B_PERF}", gpu="0", baselines=f"{p.rel(p.run)}/baselines")]]]
+                           f"--specwatch-profiles={prof}", gpu="0", baselines=f"{p.rel(p.run)}/baselines")]]]
 
 
 def sglang_8b_bench_serving_x1(p: Plan) -> None:
@@ -980,14 +996,7 @@ def sglang_8b_sweep_x1(p: Plan) -> None:
     draft): where speculation stops paying. Then the verify-graph checks, whose concurrency-16 case names the batch
     sizes that ran past the captured ones (the case study's fault, on the real engine). One draft a call: two boots
     of 70-110 s and about two minutes of load."""
-    draft, dest = {"exact": ("", SGL8B_MODELS), "vary": ("0.5", SGL8B_VARY),
-                   "q0": ("0", SGL8B_Q0)}[p.s["sweep_draft"]]
-    models = [_sgl8b_models(p)]
-    if p.s["sweep_draft"] == "vary":
-        models.append(_varying_draft(p, "sgl8b-models-vary", SGL8B_VARY, draft))
-    elif p.s["sweep_draft"] == "q0":
-        models.append(Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
-                                               "--draft-quality", "0", "--if-missing"], 150, "0"))
+    models, dest = _draft_models(p, p.s["sweep_draft"])
     swept = p.profile(SGL8B_PERF, f"8b-sweep-{p.s['sweep_draft']}",
                       replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),
                                (r"^\[workload\][^\[]*", SWEEP_WORKLOAD + "\n")))
