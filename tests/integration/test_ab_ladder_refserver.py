@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SLOWDOWN = ROOT / "fixtures" / "faults" / "slowdown"
 PROFILE = """version = 1
@@ -38,6 +40,7 @@ def _ladder(profiles: list[Path], tmp: Path, *more: str) -> subprocess.Completed
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT)
 
 
+@pytest.mark.nightly  # 70 s on CI; the ladder's order, judging and resume are unit-tested (test_ab_ladder.py)
 def test_a_ladder_over_two_calls_names_the_slow_version(tmp_path: Path) -> None:
     profiles = []
     for name, slow in (("base", ""), ("slow", SLOW), ("fast", "")):
