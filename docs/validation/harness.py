@@ -873,6 +873,11 @@ SGL_LADDER_CALLS: dict[int, tuple[tuple[str, ...], int | None]] = {
     1: ((), 1), 2: (("0.5.15.post1", "0.5.14"), 3), 3: (("0.5.13", "0.5.12"), 6), 4: ((), None)}
 
 
+#: the keys each release pair is judged on: throughput, and speculation's health from the same runs (accept length,
+#: the verify cycle's cost); the plain server has only the first two
+LADDER_METRICS = ("output_tok_s", "decode_tok_s", "accept_length", "cycle_ms")
+
+
 def _sglang_8b_ladder(p: Plan, call: int) -> None:
     """Call ``call`` of four of ``specwatch ab-ladder`` over SGLang 0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16
     at Llama-3.1-8B's sizes alone on one GPU (the EAGLE-3 or plain server, ``sgl_release_server``), under the 8B
@@ -899,6 +904,7 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
                    *(a for r in SGL_LADDER for a in ("--profile", _release_profile(p, r, server))),
                    "--start", "last", "--rounds", "2", "--max-rounds", rounds, "--round-history", SGL_STORE,
                    "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume",
+                   *(a for m in LADDER_METRICS for a in ("--metric", m)),
                    *(("--stop-after", str(stop)) if stop else ()), "--", "-m", "perf",
                    "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
                    "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
