@@ -13,20 +13,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def pair_profile(spec_model: str = "ref-tiny", gates: str = "",
-                 speculative: str = '{ algorithm = "EAGLE3", num_steps = 2 }') -> str:
-    """A plain and an EAGLE-3 reference server on the CPU, as baseline and spec fixtures."""
-    text = f"""
-version = 1
+SLOWDOWN = ROOT / "fixtures" / "faults" / "slowdown"
+#: one plain reference server on CPU; ``{extra}``: more lines of its server table (``SLOW``, or nothing)
+PLAIN_CPU = """version = 1
 [defaults]
 engine = "reference"
 model = "ref-tiny"
 device = "cpu"
 [[server]]
 name = "plain"
-[[server]]
+{extra}
+"""
+#: the server slowed from OUTSIDE its code: 1000 us after every attention call (fixtures/faults/slowdown)
+SLOW = f'pythonpath = ["{SLOWDOWN}"]\nextra_env = {{ SPECWATCH_SLOWDOWN_US = "1000" }}'
+
+
+def pair_profile(spec_model: str = "ref-tiny", gates: str = "",
+                 speculative: str = '{ algorithm = "EAGLE3", num_steps = 2 }') -> str:
+    """A plain and an EAGLE-3 reference server on the CPU, as baseline and spec fixtures."""
+    text = PLAIN_CPU.format(extra="") + f"""[[server]]
 name = "eagle3"
 model = "{spec_model}"
 speculative = {speculative}

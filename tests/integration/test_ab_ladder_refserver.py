@@ -16,19 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from perfrun import PLAIN_CPU, SLOW
 
 ROOT = Path(__file__).resolve().parents[2]
-SLOWDOWN = ROOT / "fixtures" / "faults" / "slowdown"
-PROFILE = """version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-[[server]]
-name = "plain"
-{slow}
-"""
-SLOW = f'pythonpath = ["{SLOWDOWN}"]\nextra_env = {{ SPECWATCH_SLOWDOWN_US = "1000" }}'
 
 
 def _ladder(profiles: list[Path], tmp: Path, *more: str) -> subprocess.CompletedProcess[str]:
@@ -44,7 +34,7 @@ def _ladder(profiles: list[Path], tmp: Path, *more: str) -> subprocess.Completed
 def test_a_ladder_over_two_calls_names_the_slow_version(tmp_path: Path) -> None:
     profiles = []
     for name, slow in (("base", ""), ("slow", SLOW), ("fast", "")):
-        (tmp_path / f"{name}.toml").write_text(PROFILE.format(slow=slow))
+        (tmp_path / f"{name}.toml").write_text(PLAIN_CPU.format(extra=slow))
         profiles.append(tmp_path / f"{name}.toml")
     first = _ladder(profiles, tmp_path, "--stop-after", "2")
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-2000:]

@@ -18,19 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from perfrun import PLAIN_CPU, SLOW
 
 ROOT = Path(__file__).resolve().parents[2]
-SLOWDOWN = ROOT / "fixtures" / "faults" / "slowdown"
-PROFILE = """version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-[[server]]
-name = "plain"
-{slow}
-"""
-SLOW = f'pythonpath = ["{SLOWDOWN}"]\nextra_env = {{ SPECWATCH_SLOWDOWN_US = "1000" }}'
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -46,7 +36,7 @@ def server_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[st
     _git(repo, "config", "user.name", "ci")
     shas = []
     for message, slow in (("base server", ""), ("engine: one more pass per attention call", SLOW)):
-        (repo / "profile.toml").write_text(PROFILE.format(slow=slow))
+        (repo / "profile.toml").write_text(PLAIN_CPU.format(extra=slow))
         _git(repo, "add", "profile.toml")
         _git(repo, "commit", "-q", "-m", message)
         shas.append(_git(repo, "rev-parse", "HEAD"))

@@ -19,22 +19,11 @@ import os
 from pathlib import Path
 
 import pytest
-from perfrun import git, profile_history
+from perfrun import PLAIN_CPU, SLOW, git, profile_history
 
 from specwatch.revisions.gitbisect import bisect_commits
 
 ROOT = Path(__file__).resolve().parents[2]
-SLOWDOWN = ROOT / "fixtures" / "faults" / "slowdown"
-PROFILE = """version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-[[server]]
-name = "plain"
-{extra}
-"""
-SLOW = f'pythonpath = ["{SLOWDOWN}"]\nextra_env = {{ SPECWATCH_SLOWDOWN_US = "1000" }}'
 UNBOOTABLE = 'extra_args = ["--no-such-flag"]'
 
 
@@ -53,7 +42,7 @@ def server_repo(tmp_path: Path) -> tuple[Path, list[str]]:
         ("docs: changelog", SLOW),
         ("scheduler: retry on abort", SLOW),
     ]
-    return repo, profile_history(repo, PROFILE, history)
+    return repo, profile_history(repo, PLAIN_CPU, history)
 
 
 # nightly: 5-6 steps of 2-4 rounds each boot the server 20-40 times (5-15 min on 2 cores); the default run

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from perfrun import PLAIN_CPU
 
 from specwatch.revisions.gitbisect import bisect_commits
 
@@ -24,15 +25,7 @@ sys.path.insert(0, str(ROOT / "docs" / "validation"))
 from sglang_history import Edit, Source, build  # noqa: E402  (docs/validation is not a package)
 
 ENGINE = "refserver/engine.py"
-PROFILE = """version = 1
-[defaults]
-engine = "reference"
-model = "ref-tiny"
-device = "cpu"
-[[server]]
-name = "plain"
-pythonpath = ["src"]
-"""
+PROFILE = PLAIN_CPU.format(extra='pythonpath = ["src"]')
 SOURCE = Source("specwatch", "src", "refserver", "profile.toml", PROFILE)
 DECODE_LOOP = "        for i, (r, toks) in enumerate(zip(batch, commits, strict=True)):\n"
 HISTORY = (
