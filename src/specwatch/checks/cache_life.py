@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from specwatch.judge import cachelife
 from specwatch.judge.verdict import Verdict
 from specwatch.load.client import Client, Generation, run_sync
 from specwatch.load.greedy import greedy_generations
-from specwatch.load.multiturn import TOKEN_HIGH, TOKEN_LOW
+from specwatch.load.multiturn import seeded_ids
 from specwatch.profiles.profile import ServerProfile
 
 __all__ = ["EVICT_FACTOR", "GREEDY_SET", "NAME", "NEEDS", "SOAK_CHURN", "Eviction", "GreedySet",
@@ -58,11 +57,7 @@ class GreedySet:
 
     def ids(self) -> list[list[int]]:
         """Every prompt's input ids."""
-        out = []
-        for i in range(self.prompts):
-            rng = random.Random(f"cache-life:{self.seed}:{i}")
-            out.append([rng.randrange(TOKEN_LOW, TOKEN_HIGH) for _ in range(self.prompt_tokens)])
-        return out
+        return [seeded_ids(f"cache-life:{self.seed}:{i}", self.prompt_tokens) for i in range(self.prompts)]
 
     def describe(self) -> str:
         return (f"a greedy set of {self.prompts} prompts x {self.prompt_tokens:,} input ids, {self.output_tokens} "
@@ -95,11 +90,7 @@ class Eviction:
 
     def ids(self, tag: str) -> list[list[int]]:
         """The prompts' ids (``tag``: which traffic, so that no two rounds share a prefix)."""
-        out = []
-        for i in range(self.prompts):
-            rng = random.Random(f"cache-life-evict:{tag}:{i}")
-            out.append([rng.randrange(TOKEN_LOW, TOKEN_HIGH) for _ in range(self.prompt_tokens)])
-        return out
+        return [seeded_ids(f"cache-life-evict:{tag}:{i}", self.prompt_tokens) for i in range(self.prompts)]
 
     def describe(self) -> str:
         return (f"{self.prompts} unrelated prompts x {self.prompt_tokens:,} tokens = {self.tokens:,} prompt tokens, "

@@ -9,7 +9,6 @@ server that is already live first; each length is cut to what the server takes (
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from specwatch.judge import contextlen
 from specwatch.judge.levels import typical_interval, unmeasured_decode
 from specwatch.judge.verdict import Verdict
 from specwatch.load.client import Client, Generation, run_sync
-from specwatch.load.multiturn import TOKEN_HIGH, TOKEN_LOW
+from specwatch.load.multiturn import seeded_ids
 from specwatch.profiles.profile import ServerProfile
 
 __all__ = ["DEFAULT_LENGTHS", "NAME", "NEEDS", "SWEEP", "ContextSweep", "check"]
@@ -46,11 +45,7 @@ class ContextSweep:
 
     def ids(self, length: int) -> list[list[int]]:
         """The prompts of ``length`` input ids."""
-        out = []
-        for i in range(self.prompts):
-            rng = random.Random(f"context:{self.seed}:{length}:{i}")
-            out.append([rng.randrange(TOKEN_LOW, TOKEN_HIGH) for _ in range(length)])
-        return out
+        return [seeded_ids(f"context:{self.seed}:{length}:{i}", length) for i in range(self.prompts)]
 
     def fit(self, limit: int) -> tuple[list[tuple[int, int]], str]:
         """``(measured, asked)`` lengths under an input limit of ``limit`` tokens (each cut to ``limit`` less the

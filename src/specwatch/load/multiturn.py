@@ -27,11 +27,17 @@ from specwatch.errors import InfraError, UsageError
 from specwatch.judge.prefixreuse import ReuseRun, TurnSample
 from specwatch.load.client import Client, Generation
 
-__all__ = ["MULTI_TURN", "TOKEN_HIGH", "TOKEN_LOW", "MultiTurn", "run_multi_turn", "turn_sample"]
+__all__ = ["MULTI_TURN", "TOKEN_HIGH", "TOKEN_LOW", "MultiTurn", "run_multi_turn", "seeded_ids", "turn_sample"]
 
 #: the prompt ids are drawn from [TOKEN_LOW, TOKEN_HIGH): printable ASCII of a byte-level vocabulary, and ordinary
 #: (non-special) tokens of the BPE vocabularies of Llama-class models
 TOKEN_LOW, TOKEN_HIGH = 32, 127
+
+
+def seeded_ids(tag: str, n: int) -> list[int]:
+    """``n`` ordinary token ids drawn from a generator seeded by ``tag`` (the same ids on every host and run)."""
+    rng = random.Random(tag)
+    return [rng.randrange(TOKEN_LOW, TOKEN_HIGH) for _ in range(n)]
 
 
 @dataclass(frozen=True)
@@ -74,9 +80,8 @@ class MultiTurn:
 
     def message(self, session: int, turn: int) -> list[int]:
         """The new tokens of ``session``'s turn ``turn``: the first prompt at turn 0, a user message after."""
-        rng = random.Random(f"multi-turn:{self.seed}:{session}:{turn}")
-        n = self.first_tokens if turn == 0 else self.user_tokens
-        return [rng.randrange(TOKEN_LOW, TOKEN_HIGH) for _ in range(n)]
+        return seeded_ids(f"multi-turn:{self.seed}:{session}:{turn}",
+                          self.first_tokens if turn == 0 else self.user_tokens)
 
     def prompt_tokens(self, turn: int) -> int:
         """The length of every session's prompt at ``turn``."""
