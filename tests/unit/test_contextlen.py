@@ -55,6 +55,11 @@ def test_the_gate_fails_naming_the_length_where_speculation_stopped_paying() -> 
     rows = {r.key: r for r in v.rows}
     assert rows["sgl8b-eagle3 vs sgl8b-plain (context 3946, decode_tok_s)"].is_bad
     assert not rows["sgl8b-eagle3 vs sgl8b-plain (context 2048, decode_tok_s)"].is_bad
+    # the summary row names a length the gate judged: the table must not call it "not gated" (it did, 2026-12-05)
+    cliff = rows["sgl8b-eagle3 vs sgl8b-plain context where speculation stops paying"]
+    assert cliff.gated and cliff.verdict == "cliff"
+    cut = {r.key: r for r in judge(_runs(), ContextGate(until=2048), names=NAMES).rows}
+    assert not cut["sgl8b-eagle3 vs sgl8b-plain context where speculation stops paying"].gated  # past what was gated
     # up to 2,048 tokens it pays: that gate passes, and says the longer input was reported, not judged
     ok = judge(_runs(), ContextGate(until=2048), names=NAMES)
     assert ok.passed, ok.message

@@ -218,7 +218,8 @@ def _rows(runs: Sequence[LengthRun], gate: ContextGate, names: tuple[str, str], 
                                   gated=judged, tolerance=gate.accept_drop, extra={"context": facts}))
     at = cliff.input_tokens if cliff is not None else math.inf
     rows.append(ReportRow(key=f"{spec} vs {plain} context where speculation stops paying", n=len(runs), median=at,
-                          unit="tokens", verdict="cliff" if cliff is not None else "no cliff", gated=False,
+                          unit="tokens", verdict="cliff" if cliff is not None else "no cliff",
+                          gated=cliff is not None and id(cliff) in gated,  # the gate judged the length it names
                           extra={"context_cliff": {"input_tokens": None if cliff is None else cliff.input_tokens,
                                                    "pays_at": PAYS,
                                                    "lengths": [r.input_tokens for r in runs]}}))
