@@ -121,11 +121,18 @@ def predict(folder: Path, level: str = "concurrency-1") -> Prediction:
     chunks = first_text_chunks(prompts)
     d2 = 2 * ours("median_itl_ms")
     shift = [(0.0 if k == 0 else 1.0, max(0, k - 1)) for k in chunks]  # (d1 count, d2 count) per prompt
-    # d1 from the median: the median request's shift is d1 (plus its d2s), with specwatch's TTFT under it
-    at_median = sorted(shift, key=lambda s: (s[0], s[1]))[len(shift) // 2]
-    d1 = (bench["median"] - sw["median"] - at_median[1] * d2) / at_median[0] if at_median[0] else float("nan")
     base = sw["median"]
-    predicted = _stats([base + a * d1 + b * d2 for a, b in shift])
+
+    def model(d1: float) -> dict[str, float]:
+        return _stats([base + a * d1 + b * d2 for a, b in shift])
+
+    # d1 such that the model's median is bench_serving's (it grows with d1): bisection over one cycle and more
+    lo, hi = 0.0, 4 * d2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if model(mid)["median"] < bench["median"] else (lo, mid)
+    d1 = (lo + hi) / 2
+    predicted = model(d1)
     return Prediction(chunks, sw, bench, d1, d2, predicted)
 
 
