@@ -878,6 +878,15 @@ SGL_LADDER_CALLS: dict[int, tuple[tuple[str, ...], int | None]] = {
 LADDER_METRICS = ("output_tok_s", "decode_tok_s", "accept_length", "cycle_ms")
 
 
+#: what each boot of the ladder runs: the drift measurement, then the checks that read the server it measured (its
+#: capture lines, the accept-length sources of that measurement, the draft's acceptance): no request or boot of their
+#: own, so each release's pass or fail comes beside its numbers (the stops check needs a plain server: not here)
+LADDER_TESTS = ("-m", "perf or correctness", "tests/perf/test_throughput.py", "tests/correctness/test_phase_graphs.py",
+                "tests/correctness/test_accept_length.py", "tests/correctness/test_draft_alive.py", "-k",
+                "(drift and decode) or every_speculative_phase_is_graphed or sources_reconcile or "
+                "every_value_within_bounds or histogram_identities or the_draft_is_alive")
+
+
 def _sglang_8b_ladder(p: Plan, call: int) -> None:
     """Call ``call`` of four of ``specwatch ab-ladder`` over SGLang 0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16
     at Llama-3.1-8B's sizes alone on one GPU (the EAGLE-3 or plain server, ``sgl_release_server``), under the 8B
@@ -905,8 +914,7 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
                    "--start", "last", "--rounds", "2", "--max-rounds", rounds, "--round-history", SGL_STORE,
                    "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume",
                    *(a for m in LADDER_METRICS for a in ("--metric", m)),
-                   *(("--stop-after", str(stop)) if stop else ()), "--", "-m", "perf",
-                   "tests/perf/test_throughput.py", "-k", "drift and decode", "-p", "no:cacheprovider", "-q",
+                   *(("--stop-after", str(stop)) if stop else ()), "--", *LADDER_TESTS, "-p", "no:cacheprovider", "-q",
                    "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
                    f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
     p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, ladder, *imports]]]

@@ -10,6 +10,7 @@ Each command's logic is a plain-keyword ``command(...)`` that returns its exit c
 - ``plan``: each judged key's round spread, tolerance and what the design catches 19 times in 20;
 - ``ab``: ``specwatch ab``;
 - ``ladder``: ``specwatch ab-ladder``, a chain of versions judged pair by pair, each booted once a round;
+- ``outcomes``: the tests each boot ran beside its numbers (its JUnit file), laid out per version;
 - ``power``: ``specwatch ab-power``, simulated verdicts of ``ab`` at a machine class's round spread;
 - ``bisection``: what both bisections share (a step's A/B against good, the outcome, its report);
 - ``gitbisect``: ``specwatch bisect``, the ``git bisect run`` driver and its step executable;
@@ -23,6 +24,7 @@ __all__ = [
     "gitbisect",
     "ladder",
     "memo",
+    "outcomes",
     "patches",
     "plan",
     "power",

@@ -40,7 +40,7 @@ from specwatch.errors import (
 )
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
-from specwatch.revisions import git
+from specwatch.revisions import git, outcomes
 from specwatch.revisions.memo import Memo, ab_round_ident, memo_root, stopped_runs
 from specwatch.revisions.plan import tolerances
 from specwatch.revisions.rounds import (
@@ -323,4 +323,8 @@ def command(
         print("specwatch ab: interrupted (worktrees removed; the memo keeps what was measured: the same command "
               "with --resume continues from the last whole round)", file=sys.stderr)
         return 130
-    return report(outcome, out)
+    code = report(outcome, out)
+    sides = [name for name in ("base", "head") if name in outcome.outcomes]
+    for line in outcomes.lines([outcome.outcomes[name] for name in sides], sides, PREFIX):
+        print(line, file=out)
+    return code

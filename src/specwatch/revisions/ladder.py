@@ -36,7 +36,7 @@ from typing import TextIO
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_SLOWER, InfraError, SpecwatchError, UsageError
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
-from specwatch.revisions import ab
+from specwatch.revisions import ab, outcomes
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun, ladder_ident, measured, memo_root, stopped_ladders
 from specwatch.revisions.plan import KeyPlan, plan_keys
 from specwatch.revisions.rounds import (
@@ -259,6 +259,9 @@ def report(ladder: Ladder, out: TextIO) -> int:
                             for k in pair.keys)
         print(f"{PREFIX} {rungs[i].name} -> {rungs[i + 1].name}: {pair.verdict.replace('_', ' ')} after "
               f"{pair.rounds} round(s): {changes}", file=out)
+    boots = [[ladder.entries[i][n].outcomes for n in sorted(ladder.entries[i])] for i in range(len(rungs))]
+    for line in outcomes.lines(boots, [r.name for r in rungs], PREFIX):
+        print(line, file=out)
     verdict = ladder.verdict()
     print(f"{PREFIX} {len(ladder.pairs)} pair(s) judged over {ladder.rounds} round(s), {ladder.made} boots; "
           f"the pairs share their versions' boots, so their verdicts are not independent of each other", file=out)

@@ -36,6 +36,9 @@ class RevisionRun:
     session: str  # id of the bisection run that measured it
     # a step's verdict entry: {"kind": "step", "rounds": n, "keys": [...], ...}; {} for one measurement
     detail: dict[str, Any] = field(default_factory=dict)
+    #: one measurement's tests and their outcomes, from its JUnit file: "<module>::<test>" -> "passed",
+    #: "failed: <first line>", "skipped: <reason>" or "error: <first line>" (empty for entries written before)
+    outcomes: dict[str, str] = field(default_factory=dict)
     cached: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:

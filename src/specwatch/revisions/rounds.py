@@ -172,6 +172,8 @@ class Rounds:
     engine: str = ""  # the engine(s) its servers ran, as that results file records them ("" when it does not)
     served: dict[str, str] = field(default_factory=dict)  # key -> what its servers served, as that file records it
     plans: dict[str, KeyPlan] = field(default_factory=dict)
+    #: side name -> the outcomes of the tests each of its boots ran, in round order (what its JUnit files say)
+    outcomes: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -398,6 +400,7 @@ def alternate(
                 result.failed, result.failed_side = m, side.name
                 return result
             taken[side.name].append(found)
+            result.outcomes.setdefault(side.name, []).append(m.outcomes)
             result.last[side.name] = m
             if result.machine_class is None:
                 result.machine_class = machine_class_of(m.results)

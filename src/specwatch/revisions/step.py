@@ -147,14 +147,39 @@ def run_logged(
         raise
 
 
-def _junit_counts(path: Path) -> tuple[int, int, int, int | None]:
-    """(failures, errors, skipped, tests) in a JUnit XML file; (0, 0, 0, None) if it is missing."""
+#: how long one outcome's text may be: the first line of a failure's message, cut here
+OUTCOME_CHARS = 240
+
+
+def junit_outcomes(path: Path) -> dict[str, str]:
+    """Every test of a JUnit XML file and its outcome, ``"<module>::<test>"`` -> ``"passed"``, ``"failed: ..."``,
+    ``"skipped: ..."`` or ``"error: ..."`` (the first line of pytest's message, cut at :data:`OUTCOME_CHARS`);
+    empty when the file is missing or unreadable. A test that errored in teardown after it passed reads error."""
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):
+        return {}
+    out: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name', '?')}"
+        outcome = "passed"
+        for kind in ("skipped", "failure", "error"):  # the last found wins: an error outranks a failure
+            node = case.find(kind)
+            if node is not None:
+                text = (node.get("message") or node.text or "").strip().splitlines()
+                first = text[0][:OUTCOME_CHARS] if text else ""
+                word = "failed" if kind == "failure" else kind
+                outcome = f"{word}: {first}" if first else word
+        out[name] = outcome
+    return out
+
+
+def _counts(outcomes: Mapping[str, str]) -> tuple[int, int, int, int | None]:
+    """(failures, errors, skipped, tests) of :func:`junit_outcomes`; (0, 0, 0, None) when it read nothing."""
+    if not outcomes:
         return 0, 0, 0, None
-    return (sum(1 for _ in root.iter("failure")), sum(1 for _ in root.iter("error")),
-            sum(1 for _ in root.iter("skipped")), sum(1 for _ in root.iter("testcase")))
+    kinds = [o.split(":", 1)[0] for o in outcomes.values()]
+    return kinds.count("failed"), kinds.count("error"), kinds.count("skipped"), len(kinds)
 
 
 def _results_ok(path: Path) -> bool:
@@ -194,6 +219,7 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="specwatch-step-") as tmp, memo.log_path(ident).open("w") as log:
         tmp_results, junit = Path(tmp) / "results.json", Path(tmp) / "junit.xml"
         rc: int | None = None
+        outcomes: dict[str, str] = {}
         setup_rc: int | None = 0
         verdict, reason = SKIP, "not measured"
         if cfg.setup:
@@ -211,7 +237,8 @@ def measure(
             cwd = Path(cfg.workdir) if cfg.workdir else checkout
             rc = run_logged(cmd, cwd=cwd, env=env, log=log, timeout_s=cfg.timeout_s)
             ok = _results_ok(tmp_results)
-            verdict, reason = classify(rc, ok, *_junit_counts(junit))
+            outcomes = junit_outcomes(junit)
+            verdict, reason = classify(rc, ok, *_counts(outcomes))
             if ok:
                 shutil.copyfile(tmp_results, results)
         log.write(f"\n[specwatch] verdict: {verdict} ({reason})\n")
@@ -225,6 +252,7 @@ def measure(
         seconds=round(time.monotonic() - start, 3),
         measured=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         session=session,
+        outcomes=outcomes,
     )
     memo.put(entry)
     return entry
