@@ -234,7 +234,8 @@ def test_the_fixed_ordering_is_told_apart(tmp_path: Path) -> None:
 
 def test_the_older_name_check_finished_and_a_v1_fallback_are_read(tmp_path: Path) -> None:
     spec = SPEC_INFO.replace(
-        "            from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2\n\n            return EAGLEWorkerV2",
+        "            from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2\n\n"
+        "            return EAGLEWorkerV2",
         "            if enable_overlap:\n                return EAGLEWorkerV2\n            return EAGLEWorker")
     r = release(tmp_path, override={
         "srt/managers/schedule_batch.py": SCHEDULE_BATCH.replace("update_finish_state", "check_finished"),
