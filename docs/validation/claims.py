@@ -667,5 +667,6 @@ import claims_acceptance  # noqa: E402, F401 (registers the claims of acceptance
 import claims_bench  # noqa: E402, F401 (registers the claims of specwatch beside bench_serving, issue 45)
 import claims_sglang  # noqa: E402, F401 (registers the real-SGLang claims)
 import claims_sglang_history  # noqa: E402, F401 (registers the claims of SGLang's own history, issue 37)
+import claims_sglang_releases  # noqa: E402, F401 (registers the claims of SGLang's releases read from their sources, issue 46)
 import claims_spec_costs  # noqa: E402, F401 (registers the claims of what speculation must never cost, issue 42)
 import claims_sweep  # noqa: E402, F401 (registers the claims of the 8B concurrency sweep, issue 43)

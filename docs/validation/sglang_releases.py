@@ -621,7 +621,7 @@ def collect(wheels: dict[str, Path]) -> dict[str, Any]:
             "path_modules": [list(c) for c in PATH_MODULES], "releases": releases, "pairs": pairs}
 
 
-def _fact_rows(facts: dict[str, Any], max_bs: int) -> dict[str, str]:
+def fact_rows(facts: dict[str, Any], max_bs: int) -> dict[str, str]:
     """One short cell per fact row."""
     p, f, h = facts["pins"], facts["finish_order"], facts["hopper_default_attn"]
     d, t, w, g = (facts["draft_extend_graph"], facts["triton_verify_kernel"], facts["eagle_worker"],
@@ -659,7 +659,7 @@ def markdown(data: dict[str, Any]) -> str:
     vs = data["versions"]
     rows: dict[str, list[str]] = {}
     for v in vs:
-        for k, cell in _fact_rows(data["releases"][v]["facts"], data["max_bs"]).items():
+        for k, cell in fact_rows(data["releases"][v]["facts"], data["max_bs"]).items():
             rows.setdefault(k, []).append(cell)
     out = ["# SGLang releases: facts and the files changed on the batch-1 EAGLE-3 triton decode path", "",
            "## Facts per release", "", "| fact | " + " | ".join(vs) + " |", "|---" * (len(vs) + 1) + "|"]

@@ -1,0 +1,53 @@
+"""Claims about SGLang's releases 0.5.12 to 0.5.17 read from their own sources (issue 46), before and beside the
+release ladder measured on a GPU.
+
+Registered into claims.CLAIMS when claims.py imports this module. The data: 2026-12-05-sglang-release-sources,
+``docs/validation/sglang_releases.py`` run on the six wheels (its ``commands.txt`` holds their sha256s).
+"""
+
+from __future__ import annotations
+
+import json
+
+import outputs as parse
+import sglang_releases
+from claims import MEASURED, Finding, claim, table
+
+SOURCES = "2026-12-05-sglang-release-sources"
+
+
+@claim("sglang-release-sources", "What SGLang 0.5.12 to 0.5.17 change on the path batch-1 EAGLE-3 decode runs (triton, "
+       "topk 1), read from each release's wheel",
+       "every fact read by a detector anchored in the release's code (a missing anchor stops the run); each "
+       "consecutive pair's changed path files listed with their changed definitions", "46",
+       again=("python docs/validation/sglang_releases.py --wheels DIR --json sources.json",))
+def sglang_release_sources() -> Finding:
+    """The facts that differ between releases, those that hold in all six, and each pair's count of changed files."""
+    data = json.loads(parse.read(f"{SOURCES}/sources.json"))
+    versions = data["versions"]
+    cells = {v: sglang_releases.fact_rows(data["releases"][v]["facts"], data["max_bs"]) for v in versions}
+    facts = list(cells[versions[0]])
+    differ = [f for f in facts if len({cells[v].get(f) for v in versions}) > 1]
+    same = [f for f in facts if f not in differ]
+    pairs = [(p["old"], p["new"], [d for d in p["files"] if d["status"] not in ("unchanged", "absent")])
+             for p in data["pairs"]]
+    cap_first = all(data["releases"][v]["facts"]["finish_order"]["length_before_stop"] for v in versions)
+    fa3_eager = not any(data["releases"][v]["facts"]["draft_extend_graph"]["fa3"] for v in versions)
+    measured = (f"{len(versions)} releases, {len(facts)} facts: {len(differ)} differ between releases, "
+                f"{len(same)} hold in all; the cap tested before the stop in "
+                f"{'all six' if cap_first else 'some only'}; FA3 (the Hopper default) "
+                f"{'never graphs draft extend' if fa3_eager else 'graphs draft extend in some'}; "
+                + ", ".join(f"{a} -> {b}: {len(moved)} path files changed" for a, b, moved in pairs))
+    detail = "\n\n".join([
+        "Facts that differ between releases:",
+        table(["fact", *versions], [[f, *(cells[v][f] for v in versions)] for f in differ]),
+        "Facts that hold in all six: " + "; ".join(f"{f}: {cells[versions[0]][f]}" for f in same) + ".",
+        "Path files changed per pair (the files with the most lines changed first; the whole lists, with each "
+        f"file's changed definitions, are in `data/{SOURCES}/sources.md`):",
+        table(["pair", "files changed", "most lines changed"],
+              [[f"{a} -> {b}", len(moved), ", ".join(
+                  f"`{(d['new'] or d['old']).rsplit('/', 1)[-1]}` +{d['added_lines']}/-{d['removed_lines']}"
+                  for d in sorted(moved, key=lambda d: -(d["added_lines"] + d["removed_lines"]))[:4])]
+               for a, b, moved in pairs]),
+    ])
+    return Finding(MEASURED, measured, [f"{SOURCES}/sources.json", f"{SOURCES}/sources.md"], detail)
