@@ -917,7 +917,17 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
                    *(("--stop-after", str(stop)) if stop else ()), "--", *LADDER_TESTS, "-p", "no:cacheprovider", "-q",
                    "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
                    f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
-    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, ladder, *imports]]]
+    memo = Call("ladder-memo", lambda run, env: _copy_tree(Path(f"/tmp/specwatch-abmemo-{name}"), run / "memo"))
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, ladder, memo, *imports]]]
+
+
+def _copy_tree(src: Path, dest: Path) -> str:
+    """``src`` copied into ``dest`` (the run folder's, so the archive keeps it): a ladder's memo, every boot's
+    entry (its test outcomes), results file and log, from which its verdicts can be judged again."""
+    if not src.is_dir():
+        raise OSError(f"no memo at {src}")
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+    return f"{sum(1 for f in dest.rglob('*') if f.is_file())} files in {dest.name}/"
 
 
 def sglang_8b_ladder_1_x1(p: Plan) -> None:

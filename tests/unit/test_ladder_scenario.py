@@ -71,3 +71,21 @@ def test_the_four_calls_run_one_ladder(server: str, tmp_path: Path) -> None:
         assert names.index(f"sgl8b-ladder-{server}-{call}") < min(
             (names.index(n) for n in names if n.startswith("sglang-versions-")), default=len(names))
     assert all(s == seen[0] for s in seen)
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_every_call_keeps_the_ladders_memo_in_its_run_folder(call: int, tmp_path: Path) -> None:
+    """The memo (each boot's entry with its test outcomes, results file and log) is copied into the run folder right
+    after the ladder step, so the archive of every call holds what the ladder measured so far."""
+    plan = harness.plan_for(f"sglang-8b-ladder-{call}-x1", dict(harness.SETTINGS), harness.DATA / "zz-test-memo")
+    steps = [s for stage in plan.stages for lane in stage for s in lane]
+    names = [s.name for s in steps]
+    at = next(i for i, n in enumerate(names) if n.startswith("sgl8b-ladder-"))
+    assert names[at + 1] == "ladder-memo" and isinstance(steps[at + 1], harness.Call)
+    memo = tmp_path / "memo-src"
+    (memo / "sub").mkdir(parents=True)
+    (memo / "a.entry.json").write_text("{}")
+    (memo / "sub" / "b.log").write_text("log")
+    assert harness._copy_tree(memo, tmp_path / "run" / "memo") == "2 files in memo/"
+    with pytest.raises(OSError, match="no memo at"):
+        harness._copy_tree(tmp_path / "none", tmp_path / "run" / "memo2")
