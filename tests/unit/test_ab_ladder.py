@@ -197,6 +197,63 @@ def test_a_version_that_cannot_be_measured_stops_the_ladder_and_resume_retries_i
     assert calls == ["slow-r1", "v17-r1", "v16-r1", "v16-r1", "v16-r2", "v17-r2", "slow-r2"]
 
 
+
+def _four(tmp_path: Path) -> tuple[list[Path], Source]:
+    """0.5.16 < a version that never boots < 0.5.17 < a version 10% slower than 0.5.16."""
+    profiles = _profiles(tmp_path, ["v16", "broken", "v17", "slow"])
+    slow = {n: _scaled(V16[n], tmp_path / f"slow-r{n}.json", 0.9) for n in (1, 2)}
+    files = {"v16": V16, "broken": V16, "v17": V17, "slow": slow}
+    return profiles, lambda stem, n: files[stem][n]
+
+
+def test_a_version_that_cannot_be_measured_is_dropped_and_its_neighbours_become_a_pair(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profiles, source = _four(tmp_path)
+    calls: list[str] = []
+    monkeypatch.setattr(ladder, "measure", _measure(source, calls, fail={"broken-r1"}))
+    done, said = _ladder(tmp_path, profiles, start="last", drop_unmeasured=True)
+    assert calls == ["slow-r1", "v17-r1", "broken-r1", "v16-r1", "v16-r2", "v17-r2", "slow-r2"]  # never again
+    assert done.dropped == {1: "round 1: server did not boot"} and done.heads == {0: 2, 2: 3}
+    assert ("[ladder] round 1 broken: could not be measured (server did not boot): dropped from the ladder, as "
+            "--drop-unmeasured asks; v16 -> v17 is a pair now") in said
+    # v16 -> v17 gets the verdict the pair gets in a ladder without the broken version
+    (tmp_path / "alone").mkdir()
+    alone, _ = _ladder(tmp_path / "alone", _chain(tmp_path / "alone")[0], start="last")
+    assert {k.key: k.round_ratios for k in done.pairs[0].keys} == {k.key: k.round_ratios for k in alone.pairs[0].keys}
+    out = io.StringIO()
+    assert ladder.report(done, out) == 1  # v17 -> slow is a regression
+    text = out.getvalue()
+    assert "[ladder] v16 -> v17: no regression after 2 round(s)" in text
+    assert "[ladder] broken: DROPPED, not judged (round 1: server did not boot; its log is in" in text
+
+
+def test_a_dropped_version_makes_a_clean_ladder_unsure_and_resume_does_not_boot_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profiles, source = _four(tmp_path)
+    profiles = profiles[:3]  # v16 < broken < v17: no regression anywhere it is judged
+    calls: list[str] = []
+    monkeypatch.setattr(ladder, "measure", _measure(source, calls, fail={"broken-r1"}))
+    done, _ = _ladder(tmp_path, profiles, start="last", stop_after=2, resume=True, drop_unmeasured=True)
+    assert done.stopped and calls == ["v17-r1", "broken-r1"]
+    monkeypatch.setattr(ladder, "measure", _measure(source, calls))  # it would boot now: it must not be asked
+    done, said = _ladder(tmp_path, profiles, start="last", resume=True, drop_unmeasured=True)
+    assert calls == ["v17-r1", "broken-r1", "v16-r1", "v16-r2", "v17-r2"] and 1 in done.dropped
+    assert "round 1 broken: could not be measured (server did not boot): dropped" in said
+    assert done.verdict() == rounds.UNSURE and ladder.report(done, io.StringIO()) == 3
+
+
+def test_without_the_flag_or_with_two_versions_left_a_version_that_cannot_be_measured_stops_the_ladder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profiles, source = _chain(tmp_path)
+    monkeypatch.setattr(ladder, "measure", _measure(source, [], fail={"v17-r1"}))
+    done, _ = _ladder(tmp_path, profiles, start="last")
+    assert done.failed_rung == 1 and not done.dropped
+    (tmp_path / "two").mkdir()
+    two = _profiles(tmp_path / "two", ["a", "b"])
+    monkeypatch.setattr(ladder, "measure", _measure(lambda s, n: V16[n], [], fail={"a-r1"}))
+    done, _ = _ladder(tmp_path / "two", two, drop_unmeasured=True)
+    assert done.failed_rung == 0 and not done.dropped  # one version left is no ladder: stop, as before
+
 def test_an_ab_memo_and_a_ladder_memo_do_not_mix(tmp_path: Path) -> None:
     memo = Memo(tmp_path)
     for ident in (ab_round_ident("base", "x", "0123456789ab", 1), "ladder-0-v16-0123456789ab-r1"):

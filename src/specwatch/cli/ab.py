@@ -45,7 +45,8 @@ def _cmd_ab_ladder(args: argparse.Namespace) -> int:
                           max_rounds=args.max_rounds, tolerance=args.tolerance, alpha=args.alpha,
                           spending=args.spending, round_history=args.round_history, metrics=args.metric,
                           memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s,
-                          start=args.start, stop_after=args.stop_after, resume=args.resume)
+                          start=args.start, stop_after=args.stop_after, resume=args.resume,
+                          drop_unmeasured=args.drop_unmeasured)
 
 
 def _cmd_ab_power(args: argparse.Namespace) -> int:
@@ -119,6 +120,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue the newest ladder of this memo that ended without a verdict, keeping every "
                              "measurement it made")
+    parser.add_argument("--drop-unmeasured", action="store_true",
+                        help="a version that cannot be measured (no boot, no samples) is dropped and its neighbours "
+                             "judged as a pair (exit 3 at best); default: the ladder stops there")
     parser.add_argument("--memo", default=None, help="memo directory (default: .specwatch/ab-ladder)")
     for flag in ("--setup", "--python", "--workdir"):
         parser.add_argument(flag, default=None, help=f"as ab's {flag}")

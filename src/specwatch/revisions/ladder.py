@@ -15,6 +15,11 @@ exactly from P0 to Pn). Each verdict alone keeps ab's error rates (alpha per key
 For the same reason the ladder does not record its rounds into the round spread. From ``rounds`` on, every whole
 round is a look; a further round boots only the versions of the pairs still open.
 
+``drop_unmeasured``: a version that cannot be measured (it did not boot, or its run wrote no samples) is dropped
+from the chain and its two neighbours become a pair, judged on the rounds both were booted in; without it the
+ladder stops there (``resume`` measures it again). A resumed ladder drops again every version its memo holds an
+unmeasured boot of, without booting it.
+
 ``stop_after`` ends the run before the measurement that would pass that many in the ladder's order (a lent
 machine's call limit, or versions installed call by call); ``resume`` continues the newest ladder of the memo
 that ended without a verdict, keeping every measurement it made (each is a boot of its own; one cut short left
@@ -43,6 +48,7 @@ from specwatch.revisions.rounds import (
     DEFAULT_ALPHA,
     DEFAULT_METRICS,
     DEFAULT_ROUNDS,
+    NO_REGRESSION,
     REGRESSION,
     SLOWER,
     UNSURE,
@@ -107,7 +113,9 @@ class Ladder:
     taken: dict[int, dict[int, Found]] = field(default_factory=dict)  # rung -> round -> its samples
     entries: dict[int, dict[int, RevisionRun]] = field(default_factory=dict)  # rung -> round -> its measurement
     pairs: dict[int, Rounds] = field(default_factory=dict)  # base rung -> the pair's judged rounds
-    plans: dict[int, dict[str, KeyPlan]] = field(default_factory=dict)  # base rung -> its keys' plans
+    heads: dict[int, int] = field(default_factory=dict)  # base rung -> its pair's head (the next rung not dropped)
+    plans: dict[tuple[int, int], dict[str, KeyPlan]] = field(default_factory=dict)  # (base, head) -> keys' plans
+    dropped: dict[int, str] = field(default_factory=dict)  # rung -> why it could not be measured (drop_unmeasured)
     made: int = 0  # measurements of the ladder's order done, kept ones included
     rounds: int = 0  # rounds begun
     stopped: bool = False  # ended by ``stop_after`` before its verdicts
@@ -116,16 +124,23 @@ class Ladder:
     memo: Path | None = None  # the memo folder its measurements and logs are in
 
     def verdict(self) -> str:
-        """The worst of the pairs' verdicts (regression, slower, unsure, no regression)."""
-        return overall([k for pair in self.pairs.values() for k in pair.keys])
+        """The worst of the pairs' verdicts (regression, slower, unsure, no regression); a dropped version makes
+        it at least unsure (the pairs it was in were never judged)."""
+        worst = overall([k for pair in self.pairs.values() for k in pair.keys])
+        return UNSURE if self.dropped and worst == NO_REGRESSION else worst
+
+    def chain(self) -> list[int]:
+        """The rungs not dropped, oldest first: each neighbouring two a pair."""
+        return [i for i in range(len(self.rungs)) if i not in self.dropped]
 
 
 def gaps(ladder: Ladder, base: int) -> list[float | None]:
     """Seconds between the end of a pair's first boot and the start of its second, round by round (None where the
     entries' times cannot be read): a call boundary between them shows here."""
     out: list[float | None] = []
-    for n in sorted(set(ladder.entries.get(base, {})) & set(ladder.entries.get(base + 1, {}))):
-        a, b = ladder.entries[base][n], ladder.entries[base + 1][n]
+    head = ladder.heads.get(base, base + 1)
+    for n in sorted(set(ladder.entries.get(base, {})) & set(ladder.entries.get(head, {}))):
+        a, b = ladder.entries[base][n], ladder.entries[head][n]
         try:
             ends = sorted([(datetime.fromisoformat(a.measured), a), (datetime.fromisoformat(b.measured), b)],
                           key=lambda t: t[0])
@@ -137,10 +152,9 @@ def gaps(ladder: Ladder, base: int) -> list[float | None]:
     return out
 
 
-def judge_pair(ladder: Ladder, base: int, settings: RoundSettings, out: TextIO) -> Rounds:
-    """Pair (``base``, ``base`` + 1) judged on every round both were booted in, by ab's rule; its keys are planned
+def judge_pair(ladder: Ladder, base: int, head: int, settings: RoundSettings, out: TextIO) -> Rounds:
+    """Pair (``base``, ``head``) judged on every round both were booted in, by ab's rule; its keys are planned
     once, at its first look, from the machine class its base's first results file records."""
-    head = base + 1
     both = sorted(set(ladder.taken[base]) & set(ladder.taken[head]))
     b_rounds, h_rounds = [ladder.taken[base][n] for n in both], [ladder.taken[head][n] for n in both]
     first = ladder.entries[base][both[0]].results
@@ -148,14 +162,15 @@ def judge_pair(ladder: Ladder, base: int, settings: RoundSettings, out: TextIO) 
                   served=served_of(first))
     pair.measurements = [m for n in both for m in (ladder.entries[base][n], ladder.entries[head][n])]
     pair.last = {"base": ladder.entries[base][both[-1]], "head": ladder.entries[head][both[-1]]}
-    if base not in ladder.plans:
+    if (base, head) not in ladder.plans:
         lead = f"{PREFIX} {ladder.rungs[base].name} -> {ladder.rungs[head].name}:"
         shared = set.intersection(*(set(r) for r in [*b_rounds, *h_rounds]))
         judged = [k for k in shared if k.rsplit("/", 1)[-1] in settings.metrics]
         spread = round_spread_of(settings, pair.machine_class, lead, out)
-        ladder.plans[base] = plan_keys(judged, spread, settings.design, settings.tolerance, lead, out, pair.engine,
-                                       pair.served, {k: key_ratios(b_rounds, h_rounds, k) for k in judged})
-    pair.plans = ladder.plans[base]
+        ladder.plans[base, head] = plan_keys(judged, spread, settings.design, settings.tolerance, lead, out,
+                                             pair.engine, pair.served,
+                                             {k: key_ratios(b_rounds, h_rounds, k) for k in judged})
+    pair.plans = ladder.plans[base, head]
     pair.keys = judge(b_rounds, h_rounds, settings, pair.plans)
     return pair
 
@@ -178,6 +193,7 @@ def run_ladder(
     start: str = "first",
     stop_after: int | None = None,
     resume: bool = False,
+    drop_unmeasured: bool = False,
     out: TextIO | None = None,
 ) -> Ladder:
     """Boot the chain round by round in the ladder's order and judge every neighbouring pair (see the module
@@ -210,8 +226,12 @@ def run_ladder(
         n = ladder.rounds = ladder.rounds + 1
         for i in walk(members, n, start):
             rung, ident = rungs[i], ladder_ident(rungs[i].ident, session, n)
+            if i in ladder.dropped:
+                continue
             m = measured(memo, ident)
             kept = m is not None
+            if m is None and drop_unmeasured and (earlier := memo.get(ident)) is not None and earlier.verdict == SKIP:
+                m, kept = earlier, True  # a boot the stopped ladder could not measure: dropped again, not rebooted
             if m is None:
                 if stop_after is not None and ladder.made >= stop_after:
                     ladder.stopped = True
@@ -222,6 +242,9 @@ def run_ladder(
                             reference=None, commit=rung.commit, session=session)
             ladder.made += 1
             found = samples_of(m.results) if m.verdict != SKIP else {}
+            if not found and drop_unmeasured and len(ladder.chain()) > 2:
+                drop(ladder, i, m, n, out)
+                continue
             if not found:
                 ladder.failed, ladder.failed_rung = m, i
                 return ladder
@@ -230,17 +253,37 @@ def run_ladder(
                   f"{', kept from the stopped ladder' if kept else ''})", file=out, flush=True)
         if n < settings.rounds:
             continue
-        for i in range(len(rungs) - 1):
-            if n in ladder.taken[i] and n in ladder.taken[i + 1]:
-                ladder.pairs[i] = judge_pair(ladder, i, settings, out)
+        for i, j in itertools.pairwise(ladder.chain()):
+            if n in ladder.taken[i] and n in ladder.taken[j]:
+                ladder.heads[i] = j
+                ladder.pairs[i] = judge_pair(ladder, i, j, settings, out)
         still = [i for i, pair in sorted(ladder.pairs.items()) if _open(pair)]
-        members = sorted({j for i in still for j in (i, i + 1)})
+        members = sorted({j for i in still for j in (i, ladder.heads[i])})
         if members and n < settings.max_rounds:
-            names = ", ".join(f"{rungs[i].name} -> {rungs[i + 1].name}" for i in still)
+            names = ", ".join(f"{rungs[i].name} -> {rungs[ladder.heads[i]].name}" for i in still)
             print(f"{PREFIX} still open after {n} rounds ({names}): one more round of "
                   f"{', '.join(rungs[j].name for j in members)}", file=out, flush=True)
     memo.finish(session)
     return ladder
+
+
+def drop(ladder: Ladder, i: int, m: RevisionRun, n: int, out: TextIO) -> None:
+    """Drop rung ``i`` from the chain: what it measured no longer counts, the pairs it was in are forgotten, and its
+    neighbours become a pair from the next look on."""
+    why = m.reason if m.verdict == SKIP else "no samples in its results file"
+    ladder.dropped[i] = f"round {n}: {why}"
+    ladder.taken[i].clear()
+    ladder.entries[i].clear()
+    for base in [b for b, h in ladder.heads.items() if i in (b, h)]:
+        ladder.pairs.pop(base, None)
+        ladder.heads.pop(base)
+    chain = ladder.chain()
+    before = [j for j in chain if j < i]
+    after = [j for j in chain if j > i]
+    joined = (f"; {ladder.rungs[before[-1]].name} -> {ladder.rungs[after[0]].name} is a pair now"
+              if before and after else "")
+    print(f"{PREFIX} round {n} {ladder.rungs[i].name}: could not be measured ({why}): dropped from the ladder, as "
+          f"--drop-unmeasured asks{joined}", file=out, flush=True)
 
 
 def report(ladder: Ladder, out: TextIO) -> int:
@@ -250,15 +293,18 @@ def report(ladder: Ladder, out: TextIO) -> int:
     for i in sorted(ladder.pairs):
         apart = ", ".join(f"round {n} {g:.0f} s" if g is not None else f"round {n} ?"
                           for n, g in enumerate(gaps(ladder, i), 1))
-        print(f"{PREFIX} pair {rungs[i].name} -> {rungs[i + 1].name}: base {rungs[i].label}, head "
-              f"{rungs[i + 1].label}; from the end of one boot to the start of the other: {apart}", file=out)
+        head = rungs[ladder.heads[i]]
+        print(f"{PREFIX} pair {rungs[i].name} -> {head.name}: base {rungs[i].label}, head "
+              f"{head.label}; from the end of one boot to the start of the other: {apart}", file=out)
         ab.report(ladder.pairs[i], out)
     for i in sorted(ladder.pairs):
         pair = ladder.pairs[i]
         changes = "; ".join(f"{k.key} {(k.rounds.ratio - 1) * 100:+.1f}% {k.verdict.replace('_', ' ')}"
                             for k in pair.keys)
-        print(f"{PREFIX} {rungs[i].name} -> {rungs[i + 1].name}: {pair.verdict.replace('_', ' ')} after "
+        print(f"{PREFIX} {rungs[i].name} -> {rungs[ladder.heads[i]].name}: {pair.verdict.replace('_', ' ')} after "
               f"{pair.rounds} round(s): {changes}", file=out)
+    for i, why in sorted(ladder.dropped.items()):
+        print(f"{PREFIX} {rungs[i].name}: DROPPED, not judged ({why}; its log is in {ladder.memo})", file=out)
     boots = [[ladder.entries[i][n].outcomes for n in sorted(ladder.entries[i])] for i in range(len(rungs))]
     for line in outcomes.lines(boots, [r.name for r in rungs], PREFIX):
         print(line, file=out)
@@ -287,6 +333,7 @@ def command(
     start: str = "first",
     stop_after: int | None = None,
     resume: bool = False,
+    drop_unmeasured: bool = False,
     out: TextIO | None = None,
 ) -> int:
     """``specwatch ab-ladder``: the exit code (0 every pair no regression, 1 a regression, 6 slower, 3 unsure,
@@ -300,7 +347,8 @@ def command(
         ladder = run_ladder(profiles, pytest_args=pytest_args, memo_root=memo_root(memo, Path.cwd() / ".specwatch"
                                                                                   / "ab-ladder"),
                             settings=settings, setup=setup, python=python, workdir=workdir, timeout_s=timeout_s,
-                            start=start, stop_after=stop_after, resume=resume, out=out)
+                            start=start, stop_after=stop_after, resume=resume, drop_unmeasured=drop_unmeasured,
+                            out=out)
         if ladder.failed is not None:
             rung = ladder.rungs[ladder.failed_rung or 0]
             why = ladder.failed.reason if ladder.failed.verdict == SKIP else "no samples in its results file"
