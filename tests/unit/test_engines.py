@@ -50,11 +50,13 @@ def test_each_sglang_version_is_described_by_the_newest_release_at_or_below_it()
     assert sglang.release("0.5.16").capture_bs_line == "begin" and not sglang.release("0.5.16").graph_memory_metric
     assert sglang.release("0.5.20").version == "0.5.17"  # between known versions: the older one's facts
     assert sglang.release("0.5.23.post1").version == "0.5.23" and sglang.release("0.6.0").version == "0.5.23"
-    assert sglang.release("0.4.9").version == "0.5.16"
+    assert sglang.release("0.4.9").version == "0.5.12" and sglang.release("0.5.15").version == "0.5.15.post1"
     assert "--cuda-graph-max-bs" in sglang.release("0.5.17").graph_limit_flags
     assert sglang.release("0.5.23").graph_limit_flags == ("--cuda-graph-max-bs-decode",)  # the alias is ambiguous
-    assert {r.graph_limit_flag for r in sglang.RELEASES} == {"--cuda-graph-max-bs-decode"}
-    assert NATIVE.versions == ("0.5.16", "0.5.17", "0.5.23")
+    # 0.5.12 and 0.5.13 know only --cuda-graph-max-bs; from 0.5.14 on the canonical spelling is the same
+    assert {r.version for r in sglang.RELEASES if r.graph_limit_flag == "--cuda-graph-max-bs"} == {"0.5.12", "0.5.13"}
+    assert {r.graph_limit_flag for r in sglang.RELEASES[2:]} == {"--cuda-graph-max-bs-decode"}
+    assert NATIVE.versions == ("0.5.12", "0.5.13", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.23")
 
 
 def test_the_command_line_is_the_engines_and_the_same_for_every_known_sglang_version() -> None:

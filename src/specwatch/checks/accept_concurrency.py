@@ -4,10 +4,11 @@ and accepted drafts must be its prompt's at concurrency 1 (judged by :mod:`specw
 
 The captured sizes come from the server's capture lines or ``/server_info`` (:func:`specwatch.checks.graphcheck.
 captured_verify_bs`); a server that captured none (a CPU, graphs off) is read at the capture limit it resolved
-(``/server_info`` ``cuda_graph_max_bs_decode``, else the profile's ``cuda_graph_max_bs``). At each level the prompts
-are repeated until the level has as many requests as it has in flight (prompt ``j % len(prompts)``), and the Decode
-lines written while it ran say which batch sizes formed and whether they verified as graphs. Returns a
-:class:`~specwatch.judge.verdict.Verdict` named ``accept length by concurrency``.
+(``/server_info`` ``cuda_graph_max_bs_decode``, ``cuda_graph_max_bs`` before SGLang 0.5.14, else the profile's
+``cuda_graph_max_bs``). At each level the prompts are repeated until the level has as many requests as it has in
+flight (prompt ``j % len(prompts)``), and the Decode lines written while it ran say which batch sizes formed and
+whether they verified as graphs. Returns a :class:`~specwatch.judge.verdict.Verdict` named ``accept length by
+concurrency``.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def capture_top(server_info: Mapping[str, Any], log_path: str | os.PathLike[str]
     captured = graphcheck.captured_verify_bs(server_info, captures)
     if captured:
         return max(captured), f"the largest captured bs={max(captured)}"
-    limit = server_info.get("cuda_graph_max_bs_decode") or (
-        (server_info.get("cuda_graph_config") or {}).get("decode") or {}).get("max_bs")
+    found = graphcheck.capture_limit(server_info)
+    limit = found[0] if found else ((server_info.get("cuda_graph_config") or {}).get("decode") or {}).get("max_bs")
     if isinstance(limit, int) and limit > 0:
         return limit, f"the capture limit bs={limit} of /server_info (nothing captured)"
     if profile_limit:

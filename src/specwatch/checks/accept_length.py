@@ -155,7 +155,9 @@ def estimates(
     ests += gauge_est
     problems += gauge_problems
     notes += gauge_notes
-    if metrics_delta is not None:
+    if metrics_delta is not None and not metrics_delta.has(names.verify_calls):
+        notes.append(f"/metrics delta: the server exposes no {names.verify_calls} counter: not a source")
+    elif metrics_delta is not None:
         gen = metrics_delta.value(names.generation_tokens, default=0.0)
         ver = metrics_delta.value(names.verify_calls, default=0.0)
         nreq = metrics_delta.value(names.requests, default=0.0) or float(len(metas))

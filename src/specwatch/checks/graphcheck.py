@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specwatch.engines.registry import native_metrics
+from specwatch.engines.sglang import CAPTURE_LIMIT_KEYS
 from specwatch.signals.logscan import CaptureRecord, DecodeRecord
 
 #: A graphed verify of a few tokens costs about 1.2x a graphed decode step (device-facts: 0.86 vs
@@ -58,15 +59,15 @@ def _state(server_info: Mapping[str, Any]) -> Mapping[str, Any]:
 def captured_verify_bs(server_info: Mapping[str, Any], captures: Sequence[CaptureRecord]) -> list[int] | None:
     """Captured target-verify batch sizes: from the capture log lines, else ``/server_info``; None if none.
 
-    SGLang 0.5.23 prints ``bs=[...]`` on the ``end`` line (the runner's own list), 0.5.16 and 0.5.17 on the
-    ``begin`` line only (cuda_graph_setup.py ``capture_decode_graph``); an ``end`` line's list wins.
+    SGLang 0.5.23 prints ``bs=[...]`` on the ``end`` line (the runner's own list), 0.5.14 to 0.5.17 on the
+    ``begin`` line only (cuda_graph_setup.py ``capture_decode_graph``), 0.5.12 and 0.5.13 on a line of its own
+    (event ``bs``: cuda_graph_runner.py); an ``end`` line's list wins, then the first other one.
     ``/server_info`` ``internal_states[0].decode_cuda_graph_bs`` exists from 0.5.23 on.
     """
     target = [r for r in captures if r.role == "target" and r.kind in ("verify", "decode") and r.bs]
-    for event in ("end", "begin"):
-        rec = next((r for r in target if r.event == event), None)
-        if rec is not None:
-            return list(rec.bs or ())
+    rec = next((r for r in target if r.event == "end"), target[0] if target else None)
+    if rec is not None:
+        return list(rec.bs or ())
     bs = _state(server_info).get("decode_cuda_graph_bs")
     return list(bs) if bs else None
 
@@ -169,14 +170,24 @@ def max_running(server_info: Mapping[str, Any]) -> int | None:
     return None
 
 
+def capture_limit(server_info: Mapping[str, Any]) -> tuple[int, str] | None:
+    """(the decode capture limit ``/server_info`` resolved, the flag that sets it), or None when it holds none:
+    ``cuda_graph_max_bs_decode`` (0.5.14 on), ``cuda_graph_max_bs`` (0.5.12/0.5.13: :data:`CAPTURE_LIMIT_KEYS`)."""
+    for key, flag in CAPTURE_LIMIT_KEYS:
+        limit = server_info.get(key)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            return limit, flag
+    return None
+
+
 def _limit_flag(server_info: Mapping[str, Any], captured: Sequence[int]) -> str:
-    """The capture-limit flag as this server set it (SGLang 0.5.23, srt/arg_groups/fields/exec_.py)."""
+    """The capture-limit flag as this server set it (SGLang 0.5.23, srt/arg_groups/fields/exec_.py; before
+    0.5.14 ``--cuda-graph-max-bs``)."""
     listed = server_info.get("cuda_graph_bs_decode")
     if listed:
         return f"--cuda-graph-bs-decode {' '.join(str(b) for b in listed)}"
-    limit = server_info.get("cuda_graph_max_bs_decode")
-    if limit:
-        return f"--cuda-graph-max-bs-decode {limit}"
+    if found := capture_limit(server_info):
+        return f"{found[1]} {found[0]}"
     default = ((server_info.get("cuda_graph_config") or {}).get("decode") or {}).get("max_bs")
     shown = default if default else max(captured)
     return f"--cuda-graph-max-bs-decode (unset: SGLang's default, from GPU memory, gave {shown})"

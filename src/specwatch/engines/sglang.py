@@ -1,15 +1,16 @@
-"""SGLang 0.5.16 to 0.5.23, from outside: its command line and flags by version, its log format, its
+"""SGLang 0.5.12 to 0.5.23, from outside: its command line and flags by version, its log format, its
 ``sglang:*`` metric names, its process titles and its version identity.
 
 The differences between the versions that matter to specwatch are in :data:`RELEASES`
 (docs/reference/sglang-versions.md, from each version's wheel); the flags specwatch writes exist under
-the same names in all of them. The log lines are read by :mod:`specwatch.signals.logscan`, one parser
-for every version here (``log_format``).
+the same names in all of them from 0.5.14 on (0.5.12 and 0.5.13 know the capture limit only as
+``--cuda-graph-max-bs``: :attr:`Release.graph_limit_flags`). The log lines are read by
+:mod:`specwatch.signals.logscan`, one parser for every version here (``log_format``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from specwatch.engines.protocol import Capabilities, Identity, MetricNames, PhaseGraphs, Pieces, ProcessSignature
@@ -21,6 +22,7 @@ __all__ = [
     "ALGORITHMS",
     "BENCH_SERVING",
     "BENCH_SERVING_REQUIRED",
+    "CAPTURE_LIMIT_KEYS",
     "EAGLE_FAMILY",
     "PHASE_GRAPHS",
     "RELEASES",
@@ -88,28 +90,65 @@ PHASE_GRAPHS = PhaseGraphs(
     default_max_page_size=1, default_words="FA3, SGLang's default on Hopper for topk 1")
 
 
+#: The phases 0.5.14 and 0.5.15.post1 capture (read from their eagle_worker_v2.py ``_capture_cuda_graphs``): as
+#: 0.5.16, but no SGLANG_DISABLE_DRAFT_EXTEND_CUDA_GRAPH (environ.py has none before 0.5.16) and fewer graphed draft
+#: extend backends: TritonAttnBackend, TRTLLMMLABackend, TRTLLMHAAttnBackend, TokenspeedMLABackend,
+#: FlashInferAttnBackend, and from 0.5.15.post1 DeepseekSparseAttnBackend ("dsa", alias "nsa") on CUDA
+PHASE_GRAPHS_0_5_14 = replace(PHASE_GRAPHS, extend_switch=None, switch_on=(), extend_backends=(
+    "flashinfer", "triton", "trtllm_mha", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla"))
+PHASE_GRAPHS_0_5_15 = replace(PHASE_GRAPHS_0_5_14,
+                              extend_backends=(*PHASE_GRAPHS_0_5_14.extend_backends, "dsa", "nsa"))
+#: 0.5.13: no FlashInferAttnBackend in the list; one switch for every graph, ``--disable-cuda-graph`` (no
+#: ``--disable-decode-cuda-graph`` or ``--cuda-graph-backend-decode`` before 0.5.14). Its capture lines name no phase
+#: (model_runner.py ``init_device_graphs``, eagle_worker_v2.py ``init_cuda_graphs``): logscan reads the target's
+#: as the verify, the draft's as draft decode
+PHASE_GRAPHS_0_5_13 = replace(PHASE_GRAPHS_0_5_14, graphs_off=(("--disable-cuda-graph", None),), extend_backends=(
+    "triton", "trtllm_mha", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla"))
+#: 0.5.12: the draft extend is graphed for TritonAttnBackend and TRTLLMMLABackend only
+PHASE_GRAPHS_0_5_12 = replace(PHASE_GRAPHS_0_5_13, extend_backends=("triton", "trtllm_mla"))
+
+#: The ``/server_info`` keys that hold the decode capture limit, each with the flag that sets it (srt/server_args.py):
+#: ``cuda_graph_max_bs_decode`` from 0.5.14 on (None unless given); ``cuda_graph_max_bs`` in 0.5.12 and 0.5.13
+#: (``_handle_gpu_memory_settings`` resolves it from GPU memory when not given; 0.5.14 has no such field)
+CAPTURE_LIMIT_KEYS = (("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode"),
+                      ("cuda_graph_max_bs", "--cuda-graph-max-bs"))
+
+
 @dataclass(frozen=True)
 class Release:
     """What one SGLang version does differently, in what specwatch reads or writes."""
 
     version: str
-    capture_bs_line: str  # the target verify capture line that carries bs=[...]: "begin" or "end"
+    #: the target verify capture line that carries bs=[...]: "begin", "end", or "bs" (0.5.12/0.5.13: a line of its
+    #: own, ``Capture cuda graph bs [...]``, after a ``Capture cuda graph begin.`` that names no phase)
+    capture_bs_line: str
     server_info_capture_bs: bool  # /server_info internal_states[k].decode_cuda_graph_bs exists
     graph_limit_flags: tuple[str, ...]  # spellings of the decode capture limit it accepts, the canonical first
     meta_info_aliases: bool  # meta_info also has spec_accepted_drafts / spec_proposed_drafts
     graph_memory_metric: bool  # sglang:graph_memory_usage_gb exists
-    #: the speculative phases it captures: 0.5.16's (read); 0.5.17 and 0.5.23 print the same draft capture lines
-    #: from the same function (docs/reference/sglang-versions.md), their backend lists are assumed the same
+    #: the speculative phases it captures: 0.5.12-0.5.16 read from each one's source; 0.5.17 and 0.5.23 print the
+    #: same draft capture lines from the same function (docs/reference/sglang-versions.md), their backend lists are
+    #: assumed 0.5.16's
     phase_graphs: PhaseGraphs = PHASE_GRAPHS
+    verify_calls_metric: bool = True  # sglang:spec_verify_calls_total exists (from 0.5.13 on)
 
     @property
     def graph_limit_flag(self) -> str:
-        """The flag specwatch writes for a profile's ``cuda_graph_max_bs``."""
+        """The flag for a profile's ``cuda_graph_max_bs`` in this version (specwatch's command line, built without
+        the version, writes the newest one's: a 0.5.12 or 0.5.13 profile sets ``--cuda-graph-max-bs`` in
+        ``extra_args`` instead)."""
         return self.graph_limit_flags[0]
 
 
 #: The versions specwatch has read, oldest first (docs/reference/sglang-versions.md, "Summary").
 RELEASES: tuple[Release, ...] = (
+    Release("0.5.12", "bs", False, ("--cuda-graph-max-bs",), True, False, PHASE_GRAPHS_0_5_12,
+            verify_calls_metric=False),
+    Release("0.5.13", "bs", False, ("--cuda-graph-max-bs",), True, False, PHASE_GRAPHS_0_5_13),
+    Release("0.5.14", "begin", False, ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"), True, False,
+            PHASE_GRAPHS_0_5_14),
+    Release("0.5.15.post1", "begin", False, ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"), True, False,
+            PHASE_GRAPHS_0_5_15),
     Release("0.5.16", "begin", False, ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"), True, False),
     Release("0.5.17", "begin", False, ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"), True, True),
     Release("0.5.23", "end", True, ("--cuda-graph-max-bs-decode",), False, True),
@@ -208,7 +247,7 @@ def bench_serving_command(python: str, url: str, prompts: str, *, requests: int,
 
 
 class SGLang:
-    """SGLang, 0.5.16 to 0.5.23 (:data:`RELEASES`)."""
+    """SGLang, 0.5.12 to 0.5.23 (:data:`RELEASES`)."""
 
     name: str = "sglang"
     title: str = "SGLang"

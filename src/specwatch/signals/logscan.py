@@ -1,9 +1,10 @@
-"""SGLang 0.5.16-0.5.23 log-line parsing (Decode, Prefill, Capture) and log windows by byte offset.
+"""SGLang 0.5.12-0.5.23 log-line parsing (Decode, Prefill, Capture) and log windows by byte offset.
 
 Pure: stdlib only. The formats come from the wheels (``metrics_reporter.py``, ``pool_stats_observer.py``,
 ``cuda_graph_setup.py``, ``eagle_worker_v2.py``; docs/reference/sglang-versions.md lists the differences,
-e.g. a target capture's ``bs=[...]`` on the begin line before 0.5.23); the regex bundled in
-``srt/debug_utils/log_parser.py`` is stale and is not used. The reference server prints 0.5.23's formats.
+e.g. a target capture's ``bs=[...]`` on the begin line before 0.5.23, and 0.5.12/0.5.13's capture lines that
+name no phase); the regex bundled in ``srt/debug_utils/log_parser.py`` is stale and is not used. The reference
+server prints 0.5.23's formats.
 """
 
 from __future__ import annotations
@@ -17,19 +18,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import IO
 
-__all__ = [
-    "CaptureRecord",
-    "DecodeRecord",
-    "LogTail",
-    "LogWindow",
-    "PrefillRecord",
-    "Record",
-    "parse_line",
-    "parse_lines",
-    "parse_log_main",
-    "record_to_json",
-    "tail",
-]
+__all__ = ["CaptureRecord", "DecodeRecord", "LogTail", "LogWindow", "PrefillRecord", "Record", "parse_line",
+           "parse_lines", "parse_log_main", "record_to_json", "tail"]
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+|nan|inf)"
 PREFIX = (
@@ -52,29 +42,29 @@ _CAPTURE_RE = re.compile(
     PREFIX + r"Capture (?P<role>target|draft) (?P<kind>verify|decode|prefill|extend) "
     r"(?P<dev>CUDA|CPU|NPU|XPU|MUSA) graph (?P<ev>begin|end)\.\s*(?P<rest>.*)$"
 )
+# 0.5.12/0.5.13 name no phase (model_runner.py ``init_device_graphs``, eagle_worker_v2.py ``init_cuda_graphs``):
+# "Capture cuda graph begin." (the target), "Capture draft cuda graph end." (draft decode), "Capture draft extend
+# cuda graph begin.", "Capture piecewise CUDA graph begin." (target prefill); the target's sizes are a line of their
+# own, "Capture cuda graph bs [1, 2]" (cuda_graph_runner.py), read as event "bs"
+_OLD_CAPTURE_RE = re.compile(
+    PREFIX + r"Capture (?:(?P<role>draft) (?P<extend>extend )?|(?P<piecewise>piecewise ))?(?P<dev>cuda|cpu|npu|musa|"
+    r"CUDA) graph (?:(?P<ev>begin|end)\b[^.]*\.\s*|bs \[(?P<bs>[\d, ]*)\])(?P<rest>.*)$"
+)
 _BS_RE = re.compile(r"\bbs=\[(?P<bs>[\d, ]*)\]")
 _NUM_TOKENS_RE = re.compile(r"\bnum_tokens=\[(?P<nt>[\d, ]*)\]")
 _KV_FLOAT = {
     "backend": re.compile(r"\bbackend=(?P<v>[\w-]+)"),
-    "num_tokens_per_req": re.compile(r"\bnum_tokens_per_req=(?P<v>\d+)"),
-    "elapsed_s": re.compile(rf"\belapsed=(?P<v>{_NUM}) s"),
+    "num_tokens_per_req": re.compile(r"\bnum_tokens_per_(?:req|bs)=(?P<v>\d+)"),  # per_bs: 0.5.14/0.5.15
+    "elapsed_s": re.compile(rf"\b(?:elapsed=|Time elapsed: )(?P<v>{_NUM}) s"),  # "Time elapsed: ": 0.5.12/0.5.13
     "mem_usage_gb": re.compile(rf"\bmem usage=(?P<v>{_NUM}) GB"),
     "avail_mem_gb": re.compile(rf"\bavail mem=(?P<v>{_NUM}) GB"),
 }
 _RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)$")
 # Names of the pool fields in the Decode line ("key: value" pieces) -> record attribute.
 _POOL_KEYS = {
-    "#token": "tokens",
-    "token usage": "usage",
-    "#full token": "full_tokens",
-    "full token usage": "full_usage",
-    "#swa token": "swa_tokens",
-    "swa token usage": "swa_usage",
-    "mamba num": "mamba_num",
-    "mamba usage": "mamba_usage",
-    "#gpu token": "gpu_tokens",
-    "gpu token usage": "gpu_usage",
-    "#cpu token": "cpu_tokens",
+    "#token": "tokens", "token usage": "usage", "#full token": "full_tokens", "full token usage": "full_usage",
+    "#swa token": "swa_tokens", "swa token usage": "swa_usage", "mamba num": "mamba_num", "mamba usage": "mamba_usage",
+    "#gpu token": "gpu_tokens", "gpu token usage": "gpu_usage", "#cpu token": "cpu_tokens",
     "cpu token usage": "cpu_usage",
 }
 _MFU_KEYS = {
@@ -168,11 +158,13 @@ class PrefillRecord(_Base):
 
 @dataclass(frozen=True)
 class CaptureRecord(_Base):
-    """One ``Capture {role} {kind} CUDA graph begin|end.`` line."""
+    """One ``Capture {role} {kind} CUDA graph begin|end.`` line. 0.5.12/0.5.13's lines name no phase: their
+    target line is read as "target verify" (its runner captures the verify on a speculative server, the decode
+    on a plain one), their draft line as "draft decode", and their target's ``bs [...]`` line is event "bs"."""
 
     role: str  # "target" | "draft"
     kind: str  # "verify" | "decode" | "prefill" | "extend"
-    event: str  # "begin" | "end"
+    event: str  # "begin" | "end" | "bs" (0.5.12/0.5.13: the target's captured sizes, a line of their own)
     device: str = "CUDA"
     bs: list[int] | None = None  # target "end" lines (0.5.23), target "begin" lines (0.5.16/17), draft "begin"
     num_tokens: list[int] | None = None  # prefill graphs
@@ -291,24 +283,32 @@ def _int_list(text: str) -> list[int]:
     return [int(x) for x in text.replace(" ", "").split(",") if x]
 
 
-def _parse_capture(m: re.Match[str]) -> CaptureRecord:
+def _parse_capture(m: re.Match[str], old: bool = False) -> CaptureRecord:
     rest = m.group("rest")
+    if old:  # 0.5.12/0.5.13: the phase from the words the line has (see CaptureRecord)
+        role = m.group("role") or "target"
+        kind = ("extend" if m.group("extend") else "decode" if role == "draft" else
+                "prefill" if m.group("piecewise") else "verify")
+        bs_text = m.group("bs")
+    else:
+        role, kind, bs_text = m.group("role"), m.group("kind"), None
     vals: dict[str, object] = {}
     for key, rx in _KV_FLOAT.items():
         km = rx.search(rest)
         if km:
             v = km.group("v")
             vals[key] = v if key == "backend" else (int(v) if key == "num_tokens_per_req" else _num(v))
-    bs = _BS_RE.search(rest)
+    if bs_text is None and (bs := _BS_RE.search(rest)):
+        bs_text = bs.group("bs")
     nt = _NUM_TOKENS_RE.search(rest)
     return CaptureRecord(
         ts=m.group("ts"),
         ranks=_parse_ranks(m.group("ranks")),
-        role=m.group("role"),
-        kind=m.group("kind"),
-        event=m.group("ev"),
-        device=m.group("dev"),
-        bs=_int_list(bs.group("bs")) if bs else None,
+        role=role,
+        kind=kind,
+        event=m.group("ev") or "bs",
+        device=m.group("dev").upper(),
+        bs=_int_list(bs_text) if bs_text is not None else None,
         num_tokens=_int_list(nt.group("nt")) if nt else None,
         **vals,  # type: ignore[arg-type]
     )
@@ -329,6 +329,9 @@ def parse_line(line: str) -> Record | None:
         m = _CAPTURE_RE.match(line)
         if m:
             return _parse_capture(m)
+        m = _OLD_CAPTURE_RE.match(line)
+        if m:
+            return _parse_capture(m, old=True)
     return None
 
 
