@@ -913,6 +913,7 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
                    *(a for r in SGL_LADDER for a in ("--profile", _release_profile(p, r, server))),
                    "--start", "last", "--rounds", "2", "--max-rounds", rounds, "--round-history", SGL_STORE,
                    "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume", "--drop-unmeasured",
+                   "--json", f"{p.rel(p.run)}/{name}.json",
                    *(a for m in LADDER_METRICS for a in ("--metric", m)),
                    *(("--stop-after", str(stop)) if stop else ()), "--", *LADDER_TESTS, "-p", "no:cacheprovider", "-q",
                    "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",

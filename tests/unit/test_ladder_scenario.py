@@ -61,6 +61,9 @@ def test_the_four_calls_run_one_ladder(server: str, tmp_path: Path) -> None:
             at = argv.index("--stop-after")
             assert argv[at + 1] == str(stop)
             argv = argv[:at] + argv[at + 2:]
+        at = argv.index("--json")  # the verdict file goes into each call's own run folder (the last call writes it)
+        assert argv[at + 1].endswith(f"zz-test-ladder-{call}/sgl8b-ladder-{server}.json")
+        argv = argv[:at] + argv[at + 2:]
         profiles = [argv[i + 1] for i, a in enumerate(argv) if a == "--profile"]
         assert len(profiles) == len(harness.SGL_LADDER)
         texts = [variants.get(p) or (ROOT / p).read_text() for p in profiles]

@@ -7,12 +7,13 @@ error); the ladder's boots are stand-ins whose results are the real 0.5.16 -> 0.
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_ab_ladder import _chain, _ladder, _measure
+from test_ab_ladder import HISTORY, _chain, _ladder, _measure
 
 from specwatch.revisions import ab, ladder, outcomes, rounds
 from specwatch.revisions.memo import Memo, RevisionRun
@@ -131,7 +132,54 @@ def test_ab_prints_the_checks_of_base_and_head(tmp_path: Path, monkeypatch: pyte
     code = ab.command(pytest_args=["-q"], base_profile=str(profiles[0]), head_profile=str(profiles[1]),
                       rounds=2, max_rounds=2, round_history=str(Path(__file__).resolve().parents[2] / "docs" /
                                                                 "validation" / "sglang" / "baselines"),
-                      memo=str(tmp_path / "abmemo"), out=(out := io.StringIO()))
+                      memo=str(tmp_path / "abmemo"), out=(out := io.StringIO()), json_path=tmp_path / "ab.json")
     assert code == 0, out.getvalue()
+    data = json.loads((tmp_path / "ab.json").read_text())
+    assert (data["command"], data["verdict"], data["exit_code"]) == ("ab", "no_regression", 0)
+    (pair,) = data["pairs"]
+    assert (Path(pair["base"]).stem, Path(pair["head"]).stem) == ("v16", "v17")
+    assert {k["verdict"] for k in pair["keys"]} == {"no_regression"}
+    assert data["checks"][0]["outcomes"]["head"].startswith("failed: ")
     assert ("[ab]   test_phase_graphs::test_every_speculative_phase_is_graphed: DIFFERS between versions: base pass "
             "| head FAIL (draft extend NOT captured as a graph)") in out.getvalue()
+
+
+def test_the_ladders_verdict_file_says_what_its_report_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json: versioned; each pair's keys with change, interval and verdict as the report prints them; the checks;
+    the exit code; written only once there is a verdict."""
+    profiles, source = _chain(tmp_path)
+    monkeypatch.setattr(ladder, "measure", _with_outcomes(source, [], "v17"))
+    path = tmp_path / "verdict.json"
+    out = io.StringIO()
+    args = dict(profiles=[str(p) for p in profiles], pytest_args=["-q"], memo=str(tmp_path / "memo"),
+                round_history=HISTORY, max_rounds=2, start="last", out=out, json_path=str(path))
+    assert ladder.command(**args, stop_after=1) == 3 and not path.exists()  # stopped: no verdict, no file
+    assert ladder.command(**{**args, "memo": str(tmp_path / "memo2")}) == 1
+    data = json.loads(path.read_text())
+    assert (data["version"], data["command"], data["verdict"], data["exit_code"]) == (1, "ab-ladder", "regression", 1)
+    assert data["chain"] == ["v16", "v17", "slow"] and data["dropped"] == {} and data["boots"] == 6
+    first, second = data["pairs"]
+    assert (first["base"], first["head"], first["verdict"]) == ("v16", "v17", "no_regression")
+    decode = next(k for k in first["keys"] if k["key"].endswith("decode_tok_s"))
+    assert [round(r * 100 - 100, 1) for r in decode["round_ratios"]] == [0.5, 0.4]  # as the real ab printed
+    assert decode["low"] <= decode["change"] <= decode["high"] and decode["tolerance"] > 0
+    assert f"{decode['change'] * 100:+.1f}%" in out.getvalue()  # the number the report prints
+    assert second["verdict"] == "regression"
+    (check,) = data["checks"]
+    assert check["differs"] and check["outcomes"]["v17"].startswith("failed: draft extend NOT captured")
+
+
+def test_a_verdict_file_in_a_folder_that_does_not_exist_is_refused_before_any_boot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    profiles, source = _chain(tmp_path)
+    calls: list[str] = []
+    monkeypatch.setattr(ladder, "measure", _measure(source, calls))
+    monkeypatch.setattr(rounds, "measure", _measure(source, calls))
+    for command in (lambda **kw: ladder.command(profiles=[str(p) for p in profiles], **kw),
+                    lambda **kw: ab.command(base_profile=str(profiles[0]), head_profile=str(profiles[1]), **kw)):
+        assert command(pytest_args=["-q"], memo=str(tmp_path / "m"), json_path=str(tmp_path / "no" / "v.json")) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--json" in err and "no folder" in err and "\n" not in err
+        assert command(pytest_args=["-q"], memo=str(tmp_path / "m"), json_path=str(tmp_path)) == 2
+        assert "a folder, not a file" in capsys.readouterr().err
+    assert calls == []

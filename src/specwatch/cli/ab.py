@@ -29,7 +29,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                       rounds=args.rounds, max_rounds=args.max_rounds, tolerance=args.tolerance, alpha=args.alpha,
                       spending=args.spending, round_history=args.round_history, record_rounds=args.record_rounds,
                       metrics=args.metric, memo=args.memo, python=args.python, workdir=args.workdir,
-                      timeout_s=args.timeout_s, resume=args.resume)
+                      timeout_s=args.timeout_s, resume=args.resume, json_path=args.json)
 
 
 def _cmd_ab_ladder(args: argparse.Namespace) -> int:
@@ -46,7 +46,7 @@ def _cmd_ab_ladder(args: argparse.Namespace) -> int:
                           spending=args.spending, round_history=args.round_history, metrics=args.metric,
                           memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s,
                           start=args.start, stop_after=args.stop_after, resume=args.resume,
-                          drop_unmeasured=args.drop_unmeasured)
+                          drop_unmeasured=args.drop_unmeasured, json_path=args.json)
 
 
 def _cmd_ab_power(args: argparse.Namespace) -> int:
@@ -94,6 +94,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--metric", action="append", default=None,
                         help=f"metric(s) judged (default: {', '.join(DEFAULT_METRICS)})")
     parser.add_argument("--memo", default=None, help="memo directory (default: <git-dir>/specwatch/bisect)")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="also write the verdict as versioned JSON (keys, intervals, checks, exit code)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the newest run of this memo that stopped (Ctrl-C, kill, a time limit) from "
                              "its last whole round, instead of measuring every round again")
@@ -124,6 +126,8 @@ def register(sub: Any) -> None:
                         help="a version that cannot be measured (no boot, no samples) is dropped and its neighbours "
                              "judged as a pair (exit 3 at best); default: the ladder stops there")
     parser.add_argument("--memo", default=None, help="memo directory (default: .specwatch/ab-ladder)")
+    parser.add_argument("--json", default=None, metavar="FILE",
+                        help="also write the verdicts as versioned JSON (pairs, keys, intervals, checks, dropped)")
     for flag in ("--setup", "--python", "--workdir"):
         parser.add_argument(flag, default=None, help=f"as ab's {flag}")
     parser.add_argument("--step-timeout", dest="timeout_s", type=float, default=None, help="as ab's")

@@ -14,7 +14,8 @@ Each command's logic is a plain-keyword ``command(...)`` that returns its exit c
 - ``power``: ``specwatch ab-power``, simulated verdicts of ``ab`` at a machine class's round spread;
 - ``bisection``: what both bisections share (a step's A/B against good, the outcome, its report);
 - ``gitbisect``: ``specwatch bisect``, the ``git bisect run`` driver and its step executable;
-- ``patches``: ``specwatch bisect-patches``, cumulative patch prefixes.
+- ``patches``: ``specwatch bisect-patches``, cumulative patch prefixes;
+- ``verdictfile``: the verdict of ``ab`` and ``ab-ladder`` as versioned JSON (``--json``).
 """
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "power",
     "rounds",
     "step",
+    "verdictfile",
 ]

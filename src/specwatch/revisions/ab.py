@@ -40,7 +40,7 @@ from specwatch.errors import (
 )
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
-from specwatch.revisions import git, outcomes
+from specwatch.revisions import git, outcomes, verdictfile
 from specwatch.revisions.memo import Memo, ab_round_ident, memo_root, stopped_runs
 from specwatch.revisions.plan import tolerances
 from specwatch.revisions.rounds import (
@@ -288,6 +288,7 @@ def command(
     timeout_s: float | None = None,
     out: TextIO | None = None,
     resume: bool = False,
+    json_path: str | Path | None = None,
 ) -> int:
     """``specwatch ab``: two revisions (``repo``, ``base``, ``head``) or two profile files (``base_profile``,
     ``head_profile``) in alternating rounds, one session, one verdict printed; the exit code (0 no regression,
@@ -296,6 +297,7 @@ def command(
     out = out or sys.stdout
     try:
         settings_of(rounds, max_rounds, tolerance, metrics, alpha, round_history, spending)
+        verdict_file = verdictfile.check_path(json_path)
         MeasureConfig.make(pytest_args, setup, python, workdir, timeout_s)
         if memo:
             memo_root(memo, Path())
@@ -325,6 +327,14 @@ def command(
         return 130
     code = report(outcome, out)
     sides = [name for name in ("base", "head") if name in outcome.outcomes]
-    for line in outcomes.lines([outcome.outcomes[name] for name in sides], sides, PREFIX):
+    boots = [outcome.outcomes[name] for name in sides]
+    for line in outcomes.lines(boots, sides, PREFIX):
         print(line, file=out)
+    if verdict_file is not None:
+        labels = {m.ident.split("-", 1)[0]: m.label for m in outcome.measurements}
+        written = verdictfile.write(verdict_file, "ab", outcome.verdict, code,
+                                    [verdictfile.pair_json(labels.get("base", "base"), labels.get("head", "head"),
+                                                           outcome)],
+                                    verdictfile.checks_json(boots, sides))
+        print(f"{PREFIX} verdict written to {written}", file=out)
     return code

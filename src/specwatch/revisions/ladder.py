@@ -41,7 +41,7 @@ from typing import TextIO
 from specwatch.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_SLOWER, InfraError, SpecwatchError, UsageError
 from specwatch.judge import sequential
 from specwatch.paths import DEFAULT_BASELINE_DIR
-from specwatch.revisions import ab, outcomes
+from specwatch.revisions import ab, outcomes, verdictfile
 from specwatch.revisions.memo import SKIP, Memo, RevisionRun, ladder_ident, measured, memo_root, stopped_ladders
 from specwatch.revisions.plan import KeyPlan, plan_keys
 from specwatch.revisions.rounds import (
@@ -267,6 +267,11 @@ def run_ladder(
     return ladder
 
 
+def boots_of(ladder: Ladder) -> list[list[dict[str, str]]]:
+    """Per rung, the test outcomes of each of its boots, in round order (a dropped rung's: none)."""
+    return [[ladder.entries[i][n].outcomes for n in sorted(ladder.entries[i])] for i in range(len(ladder.rungs))]
+
+
 def drop(ladder: Ladder, i: int, m: RevisionRun, n: int, out: TextIO) -> None:
     """Drop rung ``i`` from the chain: what it measured no longer counts, the pairs it was in are forgotten, and its
     neighbours become a pair from the next look on."""
@@ -305,8 +310,7 @@ def report(ladder: Ladder, out: TextIO) -> int:
               f"{pair.rounds} round(s): {changes}", file=out)
     for i, why in sorted(ladder.dropped.items()):
         print(f"{PREFIX} {rungs[i].name}: DROPPED, not judged ({why}; its log is in {ladder.memo})", file=out)
-    boots = [[ladder.entries[i][n].outcomes for n in sorted(ladder.entries[i])] for i in range(len(rungs))]
-    for line in outcomes.lines(boots, [r.name for r in rungs], PREFIX):
+    for line in outcomes.lines(boots_of(ladder), [r.name for r in rungs], PREFIX):
         print(line, file=out)
     verdict = ladder.verdict()
     print(f"{PREFIX} {len(ladder.pairs)} pair(s) judged over {ladder.rounds} round(s), {ladder.made} boots; "
@@ -334,6 +338,7 @@ def command(
     stop_after: int | None = None,
     resume: bool = False,
     drop_unmeasured: bool = False,
+    json_path: str | Path | None = None,
     out: TextIO | None = None,
 ) -> int:
     """``specwatch ab-ladder``: the exit code (0 every pair no regression, 1 a regression, 6 slower, 3 unsure,
@@ -344,6 +349,7 @@ def command(
                                   spending)
         if stop_after is not None and stop_after < 1:
             raise UsageError(f"--stop-after must be at least 1, got {stop_after}")
+        verdict_file = verdictfile.check_path(json_path)
         ladder = run_ladder(profiles, pytest_args=pytest_args, memo_root=memo_root(memo, Path.cwd() / ".specwatch"
                                                                                   / "ab-ladder"),
                             settings=settings, setup=setup, python=python, workdir=workdir, timeout_s=timeout_s,
@@ -367,4 +373,13 @@ def command(
         print("specwatch ab-ladder: interrupted (the memo keeps every measurement made: the same command with "
               "--resume continues)", file=sys.stderr)
         return 130
-    return report(ladder, out)
+    code = report(ladder, out)
+    if verdict_file is not None:
+        names = [r.name for r in ladder.rungs]
+        written = verdictfile.write(
+            verdict_file, "ab-ladder", ladder.verdict(), code,
+            [verdictfile.pair_json(names[i], names[ladder.heads[i]], pair) for i, pair in sorted(ladder.pairs.items())],
+            verdictfile.checks_json(boots_of(ladder), names), chain=names, boots=ladder.made,
+            dropped={names[i]: why for i, why in sorted(ladder.dropped.items())})
+        print(f"{PREFIX} verdict written to {written}", file=out)
+    return code
