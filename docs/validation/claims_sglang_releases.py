@@ -51,3 +51,28 @@ def sglang_release_sources() -> Finding:
                for a, b, moved in pairs]),
     ])
     return Finding(MEASURED, measured, [f"{SOURCES}/sources.json", f"{SOURCES}/sources.md"], detail)
+
+
+def ladder_tables(data: dict) -> str:
+    """The release ladder's tables from its verdict file (``ab-ladder --json``): each pair's keys (change with the
+    look's interval, tolerance, verdict), then each check's outcome per release. For the ladder's claim, once a
+    device has run ``harness.py run sglang-8b-ladder-1-x1`` to ``-4-x1``."""
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x * 100:+.1f}%"
+
+    rows = []
+    for pair in data["pairs"]:
+        for k in pair["keys"]:
+            rows.append([f"{pair['base']} -> {pair['head']}", k["key"].rsplit("/", 1)[-1],
+                         f"{pct(k['change'])} [{pct(k['low'])}, {pct(k['high'])}]",
+                         f"±{k['tolerance'] * 100:.1f}%" if k["tolerance"] is not None else "-",
+                         k["verdict"].replace("_", " "), " ".join(pct(r - 1) if r else "-" for r in k["round_ratios"])])
+    parts = [table(["pair", "key", "change [interval]", "tolerance", "verdict", "per round"], rows)]
+    if data.get("dropped"):
+        parts.append("Dropped (not measured): " + "; ".join(f"{v}: {why}" for v, why in data["dropped"].items()))
+    if data.get("checks"):
+        chain = data["chain"]
+        cells = [[c["test"] + (" (differs)" if c["differs"] else ""),
+                  *((c["outcomes"].get(v) or "-").split(":", 1)[0] for v in chain)] for c in data["checks"]]
+        parts.append(table(["check", *chain], cells))
+    return "\n\n".join(parts)

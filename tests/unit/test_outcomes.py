@@ -167,6 +167,15 @@ def test_the_ladders_verdict_file_says_what_its_report_says(tmp_path: Path, monk
     assert second["verdict"] == "regression"
     (check,) = data["checks"]
     assert check["differs"] and check["outcomes"]["v17"].startswith("failed: draft extend NOT captured")
+    # the validation page's tables of the release ladder, from this file
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "validation"))
+    import claims_sglang_releases
+
+    tables = claims_sglang_releases.ladder_tables(data)
+    assert f"| v16 -> v17 | decode_tok_s | {decode['change'] * 100:+.1f}% [" in tables
+    assert "| regression | -10." in tables and "| +0.5% +0.4% |" in tables
+    assert ("| test_phase_graphs::test_every_speculative_phase_is_graphed (differs) | passed | failed | passed |"
+            in tables)
 
 
 def test_a_verdict_file_in_a_folder_that_does_not_exist_is_refused_before_any_boot(
