@@ -169,6 +169,7 @@ def test_the_ladders_verdict_file_says_what_its_report_says(tmp_path: Path, monk
     assert check["differs"] and check["outcomes"]["v17"].startswith("failed: draft extend NOT captured")
     # the validation page's tables of the release ladder, from this file
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "validation"))
+    import claims  # noqa: F401  (first: it registers its claim modules in the page's order)
     import claims_sglang_releases
 
     tables = claims_sglang_releases.ladder_tables(data)
