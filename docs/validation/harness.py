@@ -847,7 +847,9 @@ def sglang_8b_releases_x1(p: Plan) -> None:
     EAGLE-3 or the plain server (``sgl_release_server``), under the 8B shape's recorded round spread. Every release but
     0.5.16 is an overlay on 0.5.16's kit: a call carries at most one overlay beside the tree, and the sites stay in
     /tmp on a warm machine, so the kit comes in a call before and each overlay in its own call (``--if-missing``
-    keeps the kit, the models and each site an earlier call made); resumable across calls."""
+    keeps the kit, the models and each site an earlier call made); resumable across calls. It judges the keys and
+    runs the checks of the ladder (``LADDER_METRICS``, ``LADDER_TESTS``): the second ``ab`` that confirms a ladder's
+    finding on another machine."""
     base, head, server = p.s["sgl_release_base"], p.s["sgl_release_head"], p.s["sgl_release_server"]
     for key, value in (("sgl_release_base", base), ("sgl_release_head", head)):
         if value not in SGL_RELEASES:
@@ -860,9 +862,14 @@ def sglang_8b_releases_x1(p: Plan) -> None:
                 for r in (base, head) if r != SGL_KIT_RELEASE]
     sites = {r: "/tmp/sgl/site" if r == SGL_KIT_RELEASE else f"/tmp/sgl-{r}/site" for r in (base, head)}
     imports = [Step(f"sglang-versions-{r}", [p.py, kit, "versions", site], 120, "0") for r, site in sites.items()]
-    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, *imports,
-                  _sgl_ab(p, f"sgl8b-ab-{server}-{base}-{head}", _release_profile(p, head, server), 560, "2",
-                          base=_release_profile(p, base, server), round_history=SGL_STORE)]]]
+    name = f"sgl8b-ab-{server}-{base}-{head}"
+    ab = p.cli(name, 560, "ab", "--base-profile", _release_profile(p, base, server), "--head-profile",
+               _release_profile(p, head, server), "--rounds", "2", "--max-rounds", "2", "--round-history", SGL_STORE,
+               "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume", "--json", f"{p.rel(p.run)}/{name}.json",
+               *(a for m in LADDER_METRICS for a in ("--metric", m)), "--", *LADDER_TESTS, "-p", "no:cacheprovider",
+               "-q", "--specwatch-baseline-dir=/tmp/specwatch-none", "--specwatch-yardstick=off",
+               f"--specwatch-report-dir=/tmp/specwatch-reports-{name}", gpu="0")
+    p.stages = [[[_sglang_setup(p, "--if-missing"), _sgl8b_models(p), *overlays, *imports, ab]]]
 
 
 #: the release chain sglang-8b-ladder-*-x1 judges, oldest first, and its calls: the overlays each call carries
