@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from specwatch.server.gpu import gpu_report, run_command
-from specwatch.signals import devices, nvidiasmi
+from specwatch.server.gpu import gpu_report
+from specwatch.signals import devices, installed, nvidiasmi
+from specwatch.signals.installed import run_command
 from specwatch.store import machine
 
 # Recorded on a 2×H200 host (driver 580.159.04, CUDA 13.0), verbatim including the ANSI
@@ -135,7 +136,8 @@ def test_fingerprint_without_nvidia_smi_is_cpu():
 
 def test_run_command_missing_binary_is_none():
     assert run_command(["definitely-not-a-command-specwatch"]) is None
-    assert machine.run_command(["definitely-not-a-command-specwatch"]) is None  # the package probes' runner
+    assert run_command([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"]) is None  # failed
+    assert run_command([sys.executable, "-c", "import os; print(os.environ['X'])"], env={"X": "given"}) == "given\n"
 
 
 def test_fingerprint_pcie_machine_class():
@@ -245,7 +247,7 @@ def _fake_install(root, name: str = "boom", version: str = "9.9", commit: str = 
     return commit
 
 
-def _runner_with_path(path) -> machine.Runner:
+def _runner_with_path(path) -> installed.Runner:
     import os
     import subprocess
 
@@ -261,10 +263,11 @@ def test_package_info_asks_the_interpreter_without_importing_the_package(tmp_pat
     import sys
 
     commit = _fake_install(tmp_path)
-    info = machine.package_info(sys.executable, "boom", _runner_with_path(tmp_path))
+    info = installed.package_info(sys.executable, "boom", _runner_with_path(tmp_path))
     assert info == {"version": "9.9", "folder": str(tmp_path / "boom"), "vcs_commit": commit}
-    assert machine.package_info(sys.executable, "no-such-package-here", _runner_with_path(tmp_path)) == {}
-    assert machine.package_info("/no/such/python", "boom") == {}
+    assert installed.package_info(sys.executable, "no-such-package-here", _runner_with_path(tmp_path)) == {}
+    assert installed.package_info(sys.executable, "boom", env={"PYTHONPATH": str(tmp_path)}) == info  # its own child
+    assert installed.package_info("/no/such/python", "boom") == {}
 
 
 def test_checkout_commit_only_for_a_folder_its_checkout_tracks(tmp_path) -> None:

@@ -45,7 +45,7 @@ def _blocks(out: str) -> dict[str, list[str]]:
     blocks: dict[str, list[str]] = {}
     current = None
     for line in out.splitlines():
-        if line.startswith("# ") and not line.startswith(("#   ", "# env:")):
+        if line.startswith("# ") and not line.startswith(("#   ", "# env:", "# engine version:")):
             current = line.split()[1]
             blocks[current] = []
         elif current:
@@ -74,6 +74,7 @@ def test_a_slowed_profile_no_longer_prints_like_its_base(shown: tuple[Path, dict
         assert any(ln.startswith("# env: NCCL_DEBUG=INFO (specwatch: ") for ln in env[name])
         assert any(ln.startswith("# env: SPECWATCH_PROBE_DIR=<run>/probe-records") for ln in env[name])
         assert blocks[name][-1].startswith("sglang serve --model-path m")  # the command line stays last
+        assert blocks[name][-2].startswith("# engine version: ")  # after the version it is written for
 
 
 def test_what_an_untuned_or_sitecustomize_server_gets(shown: tuple[Path, dict[str, list[str]]]) -> None:
@@ -94,3 +95,47 @@ def test_every_variable_the_pool_sets_is_shown(shown: tuple[Path, dict[str, list
         env, _ = server_environment(prof, managed=managed, run_dir=tmp_path / name, base_env={})
         printed = {ln.split("=", 1)[0].removeprefix("# env: ") for ln in blocks[name] if ln.startswith("# env: ")}
         assert set(env) <= printed, (name, set(env) - printed)
+
+
+def test_the_command_line_is_written_for_the_engine_version_the_server_has(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Each server's interpreter is asked, with the environment a boot gets (its ``pythonpath`` included),
+    which SGLang it has: 0.5.12 takes the capture limit as ``--cuda-graph-max-bs`` only, 0.5.16 as
+    ``--cuda-graph-max-bs-decode``; an interpreter that cannot tell gets the newest release's flags."""
+    from specwatch.engines.sglang import release
+
+    for version in ("0.5.12", "0.5.16"):
+        info = tmp_path / version / f"sglang-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    f = tmp_path / "p.toml"
+    f.write_text(f"""version = 1
+[defaults]
+engine = "sglang"
+model = "m"
+launcher = "python -m sglang.launch_server"
+cuda_graph_max_bs = 8
+[[server]]
+name = "old"
+pythonpath = ["{tmp_path / '0.5.12'}"]
+[[server]]
+name = "new"
+pythonpath = ["{tmp_path / '0.5.16'}"]
+[[server]]
+name = "lost"
+python = "{tmp_path / 'no-such-python'}"
+""")
+    assert main(["profile", "show", str(f)]) == 0
+    blocks = _blocks(capsys.readouterr().out)
+    for name, version, flag in (("old", "0.5.12", "--cuda-graph-max-bs 8 "),
+                                ("new", "0.5.16", "--cuda-graph-max-bs-decode 8 "),
+                                ("lost", None, f"{release().graph_limit_flag} 8 ")):
+        *_, said, command = blocks[name]
+        if version:
+            assert said.startswith(f"# engine version: {version} (package 'sglang', as "), said
+            assert said.endswith("the command line below is written for it"), said
+        else:
+            assert said.startswith(f"# engine version: unknown ({tmp_path / 'no-such-python'} with the environment "
+                                   "above names no package 'sglang' within 10 s)"), said
+            assert said.endswith(f"written for {release().version}, the newest specwatch knows"), said
+        assert flag in command + " " and command.count("--cuda-graph-max-bs") == 1, command

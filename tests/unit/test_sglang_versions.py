@@ -7,6 +7,8 @@ docs/reference/sglang-versions.md lists what differs between the versions.
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from specwatch.judge import speculative
 from specwatch.judge.cyclecost import window_cycle_ms
 from specwatch.profiles.loading import load_profiles
 from specwatch.run.summary import results_of, summary_lines
+from specwatch.server.launch import build_launch
 from specwatch.signals import logscan, procenv, promtext
 from specwatch.signals.logscan import CaptureRecord, DecodeRecord
 from specwatch.store.machine import engine_text
@@ -405,12 +408,24 @@ RELEASE_FLAGS = {"0.5.12": {"--cuda-graph-max-bs"}, "0.5.13": {"--cuda-graph-max
 
 
 @pytest.mark.parametrize("version", OLD)
-def test_each_ladder_profile_boots_with_flags_its_release_accepts(version: str) -> None:
-    """docs/validation/sglang/eagle3-8b-<version>.toml: every flag of its command line exists in that release, the
-    capture limit is set with the release's own spelling, and the limit is the base profile's (8)."""
+def test_each_ladder_profile_boots_with_flags_its_release_accepts(version: str, tmp_path: Path) -> None:
+    """docs/validation/sglang/eagle3-8b-<version>.toml, launched as the pool launches it (``build_launch``: the
+    server's interpreter asked which SGLang its ``pythonpath`` holds; here a site with that release's metadata
+    stands for the kit's overlay): every flag of its command line exists in that release, the capture limit is
+    set with the release's own spelling, and the limit is the base profile's (8). The same holds when the limit
+    is the profile's ``cuda_graph_max_bs`` (0.5.14 and 0.5.15.post1's way) instead of an ``extra_args`` flag
+    (0.5.12 and 0.5.13's, written before the version was asked)."""
+    info = tmp_path / "site" / f"sglang-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
     ps = load_profiles(ROOT / "docs" / "validation" / "sglang" / f"eagle3-8b-{version}.toml")
-    argv = ps.get("sgl8b-eagle3").command("127.0.0.1", 30000)
-    unknown = [a for a in argv if a.startswith("--") and a not in COMMON_FLAGS | RELEASE_FLAGS[version]]
-    assert not unknown, f"flags SGLang {version} rejects: {unknown}"
+    ladder = replace(ps.get("sgl8b-eagle3"), python=sys.executable, pythonpath=(str(tmp_path / "site"),))
+    extra = list(ladder.extra_args)
+    at = extra.index("--cuda-graph-max-bs") if "--cuda-graph-max-bs" in extra else len(extra)  # 0.5.12/0.5.13's way
+    by_field = replace(ladder, extra_args=tuple(extra[:at] + extra[at + 2:]), cuda_graph_max_bs=8)
     limit = sglang.release(version).graph_limit_flag
-    assert argv[argv.index(limit) + 1] == "8" and argv.count(limit) == 1, argv
+    for n, prof in enumerate((ladder, by_field)):
+        argv = list(build_launch(prof, port=30000, run_dir=tmp_path / f"run-{n}", managed=set(), base_env={}).argv)
+        unknown = [a for a in argv if a.startswith("--") and a not in COMMON_FLAGS | RELEASE_FLAGS[version]]
+        assert not unknown, f"flags SGLang {version} rejects: {unknown}"
+        assert argv[argv.index(limit) + 1] == "8" and argv.count(limit) == 1, argv

@@ -52,6 +52,32 @@ def environment_lines(prof: ServerProfile, managed: set[str]) -> list[str]:
     return lines
 
 
+def engine_version_line(prof: ServerProfile, managed: set[str]) -> tuple[str | None, str]:
+    """The engine's version a boot of ``prof`` would write its command line for, asked of the server's
+    interpreter with the environment a boot gets (:func:`specwatch.server.launch.engine_version`, the one
+    owner), and the line that says so."""
+    import tempfile
+
+    from specwatch.server.launch import VERSION_PROBE_TIMEOUT_S, engine_version, server_environment
+
+    kind = prof.engine_kind
+    if kind.identity is None or kind.identity.bundled:
+        return None, (f"# engine version: specwatch's own ({kind.title} ships with it); its flags do not depend "
+                      "on a version")
+    with tempfile.TemporaryDirectory(prefix="specwatch-profile-show-") as tmp:
+        run_dir = Path(tmp) / "run"
+        env, _ = server_environment(prof, managed=managed, run_dir=run_dir)
+        version = engine_version(prof, env, scratch=run_dir)
+    where = f"{prof.interpreter()} with the environment above"
+    if version:
+        return version, (f"# engine version: {version} (package {kind.identity.package!r}, as {where} sees it); "
+                         "the command line below is written for it")
+    newest = kind.versions[-1] if kind.versions else "the newest known"
+    return None, (f"# engine version: unknown ({where} names no package {kind.identity.package!r} within "
+                  f"{VERSION_PROBE_TIMEOUT_S:g} s); the command line below is written for {newest}, the newest "
+                  "specwatch knows")
+
+
 def _cmd_profile_show(args: argparse.Namespace) -> int:
     from specwatch.profiles.loading import load_profiles
     from specwatch.server.launch import managed_variables
@@ -72,7 +98,9 @@ def _cmd_profile_show(args: argparse.Namespace) -> int:
             print(f"#   {flags}: {why}")
         for line in environment_lines(prof, managed):
             print(line)
-        print(" ".join(prof.command(args.host, args.port)))
+        version, line = engine_version_line(prof, managed)
+        print(line)
+        print(" ".join(prof.command(args.host, args.port, version)))
     return EXIT_OK
 
 

@@ -134,9 +134,9 @@ class Release:
 
     @property
     def graph_limit_flag(self) -> str:
-        """The flag for a profile's ``cuda_graph_max_bs`` in this version (specwatch's command line, built without
-        the version, writes the newest one's: a 0.5.12 or 0.5.13 profile sets ``--cuda-graph-max-bs`` in
-        ``extra_args`` instead)."""
+        """The flag for a profile's ``cuda_graph_max_bs`` in this version (the command line of a boot is built
+        for the version the server's interpreter has, :func:`specwatch.server.launch.engine_version`; the
+        newest one's when it cannot tell)."""
         return self.graph_limit_flags[0]
 
 

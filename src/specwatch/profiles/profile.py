@@ -246,9 +246,10 @@ class ServerProfile:
             return shutil.which(words[-1], path=path) or self.python
         return words[0] if words else self.python
 
-    def command(self, host: str, port: int) -> list[str]:
-        """The full argv that boots this server (one specwatch does not boot: UsageError)."""
-        return self.engine_kind.command(self, host, port)
+    def command(self, host: str, port: int, version: str | None = None) -> list[str]:
+        """The full argv that boots this server with the flags its engine's ``version`` accepts (None: the
+        newest version the engine module knows); one specwatch does not boot: UsageError."""
+        return self.engine_kind.command(self, host, port, version)
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from specwatch.errors import UsageError
 from specwatch.signals.devices import select_visible, visible_devices
+from specwatch.signals.installed import Runner, run_command
 from specwatch.signals.nvidiasmi import (
     GpuReport,
     parse_cuda_version,
@@ -18,18 +19,6 @@ from specwatch.signals.nvidiasmi import (
     parse_serial_bus,
     parse_topology,
 )
-
-#: runs a command: its stdout, or None when it is missing, fails or hangs
-Runner = Callable[[list[str]], "str | None"]
-
-
-def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
-    """stdout of a command, or None when it is missing, fails or hangs."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
 
 
 def gpu_report(runner: Runner = run_command, env: Mapping[str, str] | None = None) -> GpuReport:

@@ -9,6 +9,9 @@ The environment is composed explicitly, so an A/B comparison means what it says:
 - ``NCCL_DEBUG=INFO`` with ``NCCL_DEBUG_SUBSYS=ENV,INIT`` makes NCCL print what it applied.
 Anything that leaks in later (a user's sitecustomize, a patched scheduler) is then visible to the
 checks instead of silently changing the comparison.
+
+The command line is written for the engine's version that the server's interpreter has installed, asked of it
+with this environment before the boot (:func:`engine_version`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ from specwatch.paths import IMPORT_ROOT
 from specwatch.profiles.profile import NCCL_DEBUG_ENV, ServerProfile
 from specwatch.server.process import LaunchSpec
 from specwatch.signals import probe
+from specwatch.signals.installed import package_info
+
+#: seconds the server's interpreter gets to name the engine's version before a boot
+VERSION_PROBE_TIMEOUT_S = 10.0
+#: (interpreter, PYTHONPATH, package) -> the version it named (None: it could not tell), asked once a process
+_VERSIONS: dict[tuple[str, str, str], str | None] = {}
 
 
 def managed_variables(profiles: Iterable[ServerProfile]) -> set[str]:
@@ -75,6 +84,31 @@ def server_environment(
     return env, watched
 
 
+def engine_version(profile: ServerProfile, env: Mapping[str, str], *, scratch: Path | None = None,
+                   timeout: float = VERSION_PROBE_TIMEOUT_S) -> str | None:
+    """The version of the profile's engine package that the server's interpreter sees with ``env`` (its
+    composed environment: the profile's ``pythonpath`` included), asked without importing the package; once
+    per interpreter, PYTHONPATH and package in this process. ``PYTHONPATH`` entries under ``scratch`` (the
+    boot's folder: the probe, the env setter) and the probe's variables are left out, so boots share the
+    answer. None when the engine has no package of its own (or ships with specwatch), or the interpreter does
+    not name one within ``timeout`` seconds; never raises."""
+    identity = profile.engine_kind.identity
+    if identity is None or identity.bundled:
+        return None
+    root = str(scratch) if scratch is not None else None
+    path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not (root and (p == root or p.startswith(root + os.sep)))]
+    asked = {k: v for k, v in env.items() if not k.startswith("SPECWATCH_PROBE") and k != "PYTHONPATH"}
+    if path:
+        asked["PYTHONPATH"] = os.pathsep.join(path)
+    python = profile.interpreter()
+    key = (python, asked.get("PYTHONPATH", ""), identity.package)
+    if key not in _VERSIONS:
+        version = package_info(python, identity.package, env=asked, timeout=timeout).get("version")
+        _VERSIONS[key] = str(version) if version else None
+    return _VERSIONS[key]
+
+
 def build_launch(
     profile: ServerProfile,
     *,
@@ -86,10 +120,13 @@ def build_launch(
     host: str = "127.0.0.1",
     boot_timeout: float = 900.0,
 ) -> LaunchSpec:
-    """Compose the LaunchSpec of one server; writes its probe files under ``run_dir``."""
+    """Compose the LaunchSpec of one server, its command line written for the engine's version the server's
+    interpreter has (:func:`engine_version`; the newest known when it cannot tell); writes its probe files
+    under ``run_dir``."""
     env, watched = server_environment(profile, managed=managed, run_dir=run_dir, base_env=base_env, gpus=gpus)
+    version = engine_version(profile, env, scratch=run_dir)
     return LaunchSpec(
-        name=profile.name, argv=profile.command(host, port), env=env, host=host, port=port,
+        name=profile.name, argv=profile.command(host, port, version), env=env, host=host, port=port,
         log_path=run_dir / "server.log", boot_timeout=boot_timeout, gpus=gpus,
         meta={"probe_records": str(run_dir / "probe-records"), "watched": watched},
     )

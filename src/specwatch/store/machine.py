@@ -11,20 +11,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import platform
 import re
-import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from specwatch.engines.registry import ENGINES
+from specwatch.signals.installed import Runner, package_info, run_command
 from specwatch.signals.nvidiasmi import GpuReport
-
-Runner = Callable[[list[str]], "str | None"]
 
 # Keys compared by diff_fingerprints in this order first; anything else follows sorted.
 _ORDER = (
@@ -33,37 +30,6 @@ _ORDER = (
 )  # fmt: skip
 #: The Python distribution that is each engine (the reference server is part of specwatch).
 ENGINE_PACKAGES = {name: e.identity.package for name, e in ENGINES.items() if e.identity is not None}
-# Run by the server's own interpreter: the package's version, folder and pip-recorded commit, WITHOUT
-# importing it (find_spec of a top-level name only locates it; importing sglang takes many seconds).
-_PACKAGE_PROBE = """
-import importlib.metadata as m, importlib.util as u, json, os, sys
-name, out = sys.argv[1], {}
-try:
-    out["version"] = m.version(name)
-except Exception:
-    pass
-try:
-    spec = u.find_spec(name)
-    locs = list(spec.submodule_search_locations or []) if spec else []
-    out["folder"] = locs[0] if locs else (os.path.dirname(spec.origin) if spec and spec.origin else None)
-except Exception:
-    pass
-try:
-    direct = json.loads(m.distribution(name).read_text("direct_url.json") or "{}")
-    out["vcs_commit"] = (direct.get("vcs_info") or {}).get("commit_id")
-except Exception:
-    pass
-print(json.dumps({k: v for k, v in out.items() if v}))
-"""
-
-
-def run_command(argv: list[str], timeout: float = 20.0) -> str | None:
-    """stdout of a command, or None when it is missing, fails or hangs."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
 
 
 def _machine_id() -> str:
@@ -230,17 +196,6 @@ def fingerprint(
     return fp
 
 
-def package_info(python: str, package: str, runner: Runner = run_command) -> dict[str, Any]:
-    """``version``, ``folder`` and ``vcs_commit`` (pip's direct_url.json) of ``package`` as ``python``
-    sees it, asked of that interpreter without importing the package; {} when it cannot answer."""
-    out = runner([python, "-c", _PACKAGE_PROBE, package])
-    try:
-        info = json.loads(out or "")
-    except ValueError:
-        return {}
-    return info if isinstance(info, dict) else {}
-
-
 def checkout_commit(folder: str, runner: Runner = run_command) -> str | None:
     """HEAD of the git checkout whose tracked files include ``folder`` (a source install); None for an
     installed wheel, even one inside some other repository's virtual environment (not tracked there)."""
@@ -348,8 +303,6 @@ __all__ = [
     "gpu_slug",
     "host_id",
     "machine_class",
-    "package_info",
-    "run_command",
     "run_machine",
     "session_machine",
 ]
