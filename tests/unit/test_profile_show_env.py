@@ -136,6 +136,6 @@ python = "{tmp_path / 'no-such-python'}"
             assert said.endswith("the command line below is written for it"), said
         else:
             assert said.startswith(f"# engine version: unknown ({tmp_path / 'no-such-python'} with the environment "
-                                   "above names no package 'sglang' within 10 s)"), said
+                                   "above has no package 'sglang', or did not answer within 10 s)"), said
             assert said.endswith(f"written for {release().version}, the newest specwatch knows"), said
         assert flag in command + " " and command.count("--cuda-graph-max-bs") == 1, command

@@ -73,9 +73,9 @@ def engine_version_line(prof: ServerProfile, managed: set[str]) -> tuple[str | N
         return version, (f"# engine version: {version} (package {kind.identity.package!r}, as {where} sees it); "
                          "the command line below is written for it")
     newest = kind.versions[-1] if kind.versions else "the newest known"
-    return None, (f"# engine version: unknown ({where} names no package {kind.identity.package!r} within "
-                  f"{VERSION_PROBE_TIMEOUT_S:g} s); the command line below is written for {newest}, the newest "
-                  "specwatch knows")
+    return None, (f"# engine version: unknown ({where} has no package {kind.identity.package!r}, or did not "
+                  f"answer within {VERSION_PROBE_TIMEOUT_S:g} s); the command line below is written for {newest}, "
+                  "the newest specwatch knows")
 
 
 def _cmd_profile_show(args: argparse.Namespace) -> int:
