@@ -254,6 +254,22 @@ def test_without_the_flag_or_with_two_versions_left_a_version_that_cannot_be_mea
     done, _ = _ladder(tmp_path / "two", two, drop_unmeasured=True)
     assert done.failed_rung == 0 and not done.dropped  # one version left is no ladder: stop, as before
 
+
+def test_resume_only_stops_at_once_on_a_memo_with_no_stopped_ladder_and_continues_one_that_has(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A later call of a ladder on a machine that lost the earlier calls' boots must not start it afresh."""
+    profiles, source = _chain(tmp_path)
+    calls: list[str] = []
+    monkeypatch.setattr(ladder, "measure", _measure(source, calls))
+    args = dict(profiles=[str(p) for p in profiles], pytest_args=["-q"], memo=str(tmp_path / "memo"),
+                round_history=HISTORY, max_rounds=2, start="last", out=io.StringIO())
+    assert ladder.command(**args, resume_only=True) == 3 and calls == []
+    err = capsys.readouterr().err.strip()
+    assert "--resume-only: no stopped ladder in" in err and "\n" not in err
+    assert ladder.command(**args, resume=True, stop_after=2) == 3 and calls == ["slow-r1", "v17-r1"]
+    assert ladder.command(**args, resume_only=True) == 1  # continued to its verdicts: a regression
+    assert calls == ["slow-r1", "v17-r1", "v16-r1", "v16-r2", "v17-r2", "slow-r2"]
+
 def test_an_ab_memo_and_a_ladder_memo_do_not_mix(tmp_path: Path) -> None:
     memo = Memo(tmp_path)
     for ident in (ab_round_ident("base", "x", "0123456789ab", 1), "ladder-0-v16-0123456789ab-r1"):

@@ -46,7 +46,8 @@ def _cmd_ab_ladder(args: argparse.Namespace) -> int:
                           spending=args.spending, round_history=args.round_history, metrics=args.metric,
                           memo=args.memo, python=args.python, workdir=args.workdir, timeout_s=args.timeout_s,
                           start=args.start, stop_after=args.stop_after, resume=args.resume,
-                          drop_unmeasured=args.drop_unmeasured, json_path=args.json)
+                          drop_unmeasured=args.drop_unmeasured, resume_only=args.resume_only,
+                          json_path=args.json)
 
 
 def _cmd_ab_power(args: argparse.Namespace) -> int:
@@ -122,6 +123,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue the newest ladder of this memo that ended without a verdict, keeping every "
                              "measurement it made")
+    parser.add_argument("--resume-only", action="store_true",
+                        help="as --resume, but exit 3 at once, before any boot, when this memo holds no stopped "
+                             "ladder (a later call on a machine that lost the earlier calls' boots)")
     parser.add_argument("--drop-unmeasured", action="store_true",
                         help="a version that cannot be measured (no boot, no samples) is dropped and its neighbours "
                              "judged as a pair (exit 3 at best); default: the ladder stops there")

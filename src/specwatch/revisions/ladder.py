@@ -20,6 +20,9 @@ from the chain and its two neighbours become a pair, judged on the rounds both w
 ladder stops there (``resume`` measures it again). A resumed ladder drops again every version its memo holds an
 unmeasured boot of, without booting it.
 
+``resume_only``: as ``resume``, but a memo with no stopped ladder is an error at once, before any boot (a call that
+continues a ladder, on a machine that lost the earlier calls' boots).
+
 ``stop_after`` ends the run before the measurement that would pass that many in the ladder's order (a lent
 machine's call limit, or versions installed call by call); ``resume`` continues the newest ladder of the memo
 that ended without a verdict, keeping every measurement it made (each is a boot of its own; one cut short left
@@ -194,6 +197,7 @@ def run_ladder(
     stop_after: int | None = None,
     resume: bool = False,
     drop_unmeasured: bool = False,
+    resume_only: bool = False,
     out: TextIO | None = None,
 ) -> Ladder:
     """Boot the chain round by round in the ladder's order and judge every neighbouring pair (see the module
@@ -210,10 +214,13 @@ def run_ladder(
     print(f"{PREFIX} {settings.describe()}", file=out, flush=True)
     session = uuid.uuid4().hex[:12]
     stopped = stopped_ladders(memo)
-    if resume and stopped:
+    if (resume or resume_only) and stopped:
         session = stopped[0][0]
         print(f"{PREFIX} resuming ladder {session}: {stopped[0][1]} measurement(s) kept from the memo", file=out,
               flush=True)
+    elif resume_only:
+        raise InfraError(f"--resume-only: no stopped ladder in {memo.root} to continue (a machine that lost the "
+                         "earlier calls' boots? start the ladder again from its first call)")
     elif resume:
         print(f"{PREFIX} --resume: no stopped ladder in {memo.root}; starting afresh", file=out, flush=True)
     elif stopped:
@@ -338,6 +345,7 @@ def command(
     stop_after: int | None = None,
     resume: bool = False,
     drop_unmeasured: bool = False,
+    resume_only: bool = False,
     json_path: str | Path | None = None,
     out: TextIO | None = None,
 ) -> int:
@@ -354,7 +362,7 @@ def command(
                                                                                   / "ab-ladder"),
                             settings=settings, setup=setup, python=python, workdir=workdir, timeout_s=timeout_s,
                             start=start, stop_after=stop_after, resume=resume, drop_unmeasured=drop_unmeasured,
-                            out=out)
+                            resume_only=resume_only, out=out)
         if ladder.failed is not None:
             rung = ladder.rungs[ladder.failed_rung or 0]
             why = ladder.failed.reason if ladder.failed.verdict == SKIP else "no samples in its results file"
