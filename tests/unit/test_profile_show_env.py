@@ -108,6 +108,9 @@ def test_the_command_line_is_written_for_the_engine_version_the_server_has(tmp_p
         info = tmp_path / version / f"sglang-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    mute = tmp_path / "mute-python"  # an interpreter that answers nothing: it has no sglang to name
+    mute.write_text("#!/bin/sh\nexit 0\n")
+    mute.chmod(0o755)
     f = tmp_path / "p.toml"
     f.write_text(f"""version = 1
 [defaults]
@@ -124,18 +127,26 @@ pythonpath = ["{tmp_path / '0.5.16'}"]
 [[server]]
 name = "lost"
 python = "{tmp_path / 'no-such-python'}"
+[[server]]
+name = "bare"
+python = "{mute}"
 """)
     assert main(["profile", "show", str(f)]) == 0
     blocks = _blocks(capsys.readouterr().out)
     for name, version, flag in (("old", "0.5.12", "--cuda-graph-max-bs 8 "),
                                 ("new", "0.5.16", "--cuda-graph-max-bs-decode 8 "),
-                                ("lost", None, f"{release().graph_limit_flag} 8 ")):
+                                ("lost", None, f"{release().graph_limit_flag} 8 "),
+                                ("bare", None, f"{release().graph_limit_flag} 8 ")):
         *_, said, command = blocks[name]
         if version:
             assert said.startswith(f"# engine version: {version} (package 'sglang', as "), said
             assert said.endswith("the command line below is written for it"), said
+        elif name == "lost":
+            assert said.startswith(f"# engine version: unknown ({tmp_path / 'no-such-python'}: no such "
+                                   "interpreter)"), said
         else:
-            assert said.startswith(f"# engine version: unknown ({tmp_path / 'no-such-python'} with the environment "
-                                   "above has no package 'sglang', or did not answer within 10 s)"), said
+            assert said.startswith(f"# engine version: unknown ({mute} with the environment above has no package "
+                                   "'sglang', or did not answer within 10 s)"), said
+        if not version:
             assert said.endswith(f"written for {release().version}, the newest specwatch knows"), said
         assert flag in command + " " and command.count("--cuda-graph-max-bs") == 1, command

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,9 +74,11 @@ def engine_version_line(prof: ServerProfile, managed: set[str]) -> tuple[str | N
         return version, (f"# engine version: {version} (package {kind.identity.package!r}, as {where} sees it); "
                          "the command line below is written for it")
     newest = kind.versions[-1] if kind.versions else "the newest known"
-    return None, (f"# engine version: unknown ({where} has no package {kind.identity.package!r}, or did not "
-                  f"answer within {VERSION_PROBE_TIMEOUT_S:g} s); the command line below is written for {newest}, "
-                  "the newest specwatch knows")
+    why = (f"{prof.interpreter()}: no such interpreter" if shutil.which(prof.interpreter()) is None else
+           f"{where} has no package {kind.identity.package!r}, or did not answer within "
+           f"{VERSION_PROBE_TIMEOUT_S:g} s")
+    return None, (f"# engine version: unknown ({why}); the command line below is written for {newest}, the newest "
+                  "specwatch knows")
 
 
 def _cmd_profile_show(args: argparse.Namespace) -> int:
