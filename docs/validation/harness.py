@@ -84,6 +84,9 @@ SETTINGS: dict[str, str] = {
     "sgl_release_head": "0.5.16",  # ... and the newer (SGL_RELEASES)
     "sgl_release_server": "eagle3",  # ... and which server: "eagle3" (eagle3-8b-<release>.toml) or "plain"
     "sgl_ladder_max_rounds": "2",  # sglang-8b-ladder-*-x1: ab-ladder's last look (3: a round more for open pairs)
+    # sglang-8b-ladder-*-x1: ab-ladder's first look (1: each pair judged on the 8B round history after one round, a
+    # second round only for the pairs still open)
+    "sgl_ladder_rounds": "2",
 }
 
 
@@ -903,7 +906,7 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
     overlays each (``SGL_LADDER_CALLS``), call 4 nothing; each call installs what it carries (the sites stay in
     /tmp), resumes the ladder from the memo in /tmp and boots on to its ``--stop-after``; the last prints every
     pair's verdict. A call cut short by its limit is made up by the next (the memo keeps every boot made)."""
-    server, rounds = p.s["sgl_release_server"], p.s["sgl_ladder_max_rounds"]
+    server, first, rounds = p.s["sgl_release_server"], p.s["sgl_ladder_rounds"], p.s["sgl_ladder_max_rounds"]
     if server not in ("eagle3", "plain"):
         raise SystemExit(f"harness: sgl_release_server must be eagle3 or plain ({server})")
     kit = "docs/validation/sglang_kit.py"
@@ -918,7 +921,7 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
     name = f"sgl8b-ladder-{server}"
     ladder = p.cli(f"{name}-{call}", 580, "ab-ladder",
                    *(a for r in SGL_LADDER for a in ("--profile", _release_profile(p, r, server))),
-                   "--start", "last", "--rounds", "2", "--max-rounds", rounds, "--round-history", SGL_STORE,
+                   "--start", "last", "--rounds", first, "--max-rounds", rounds, "--round-history", SGL_STORE,
                    "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume" if call == 1 else "--resume-only",
                    "--drop-unmeasured",
                    "--json", f"{p.rel(p.run)}/{name}.json",
