@@ -118,6 +118,11 @@ RULES: tuple[Rule, ...] = (
          "speculation stops paying, a finding of the table, not of the single-stream servers)", "commands.txt", _PERF),
     Rule("2026-12-05-sglang-8b-context-x1/ctx/results-latest.json", True,
          "the report folder's copy of ctx.json", "commands.txt", _PERF),
+    Rule("2026-12-05-sglang-8b-ladder-3-x1/memo/*/ladder-4-eagle3-8b-base-*.results.json", True,
+         "the release ladder's 0.5.16 boot (eagle3-8b-base.toml), nothing injected",
+         "sgl8b-ladder-eagle3-3.txt", "eagle3-8b-base: sgl8b-eagle3/single-stream/accept_length"),
+    Rule("2026-12-05-sglang-8b-ladder-3-x1/memo/*/ladder-[0-3]-*.results.json", False,
+         "the release ladder's boots of SGLang 0.5.12 to 0.5.15.post1: other engines"),
 )
 
 
