@@ -181,3 +181,32 @@ def test_the_pool_reboots_a_server_whose_worker_was_killed(tmp_path: Path) -> No
             assert reply.status == 200
     finally:
         pool.stop_all()
+
+
+def test_a_servers_port_stays_where_a_port_plus_10000_is_still_a_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang 0.5.12 to 0.5.15.post1 refuse any --port above 55535 (they derive a gRPC port of port + 10000 and
+    validate it): on the real 8B ladder, 0.5.13 given port 58147 stopped with "SGLANG_GRPC_PORT (68147) must be
+    between 1 and 65535". A system pick above the limit is replaced by a free port below it."""
+    import socket
+
+    from specwatch.server import process
+
+    assert process.free_port() <= process.HIGHEST_SERVER_PORT
+    real = socket.socket
+
+    class HighPick(real):  # type: ignore[misc, valid-type]
+        """The system's pick is 58147, as on the H200."""
+
+        def getsockname(self):  # type: ignore[no-untyped-def]
+            host, port = super().getsockname()[:2]
+            return (host, 58147) if self._zero else (host, port)
+
+        def bind(self, address):  # type: ignore[no-untyped-def]
+            self._zero = address[1] == 0
+            return super().bind(address)
+
+    monkeypatch.setattr(socket, "socket", HighPick)
+    ports = {process.free_port() for _ in range(20)}
+    assert all(process.LOWEST_SERVER_PORT <= p <= process.HIGHEST_SERVER_PORT for p in ports), ports
+    monkeypatch.setattr(socket, "socket", real)
+    assert all(process.port_is_free("127.0.0.1", p) for p in ports)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -50,11 +51,28 @@ class LaunchSpec:
         return f"http://{self.host}:{self.port}"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now."""
+#: the highest port a server is given: SGLang 0.5.12 to 0.5.15.post1 derive a gRPC port of ``--port`` + 10000 and
+#: refuse to start when it passes 65535, even when serving HTTP only (server_args.py ``_handle_deprecated_args``;
+#: 0.5.16 derives it only in gRPC mode), and Linux hands out ephemeral ports up to 60999
+HIGHEST_SERVER_PORT = 55535
+#: where a port is looked for when the system's pick is above :data:`HIGHEST_SERVER_PORT`
+LOWEST_SERVER_PORT = 20000
+
+
+def free_port(host: str = "127.0.0.1", highest: int = HIGHEST_SERVER_PORT) -> int:
+    """A TCP port at or below ``highest`` that is free right now: the system's pick, else a random free one from
+    :data:`LOWEST_SERVER_PORT` up (OSError when none of 500 tries is free)."""
     with socket.socket() as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port = int(s.getsockname()[1])
+    if port <= highest:
+        return port
+    pick = random.Random()
+    for _ in range(500):
+        port = pick.randint(min(LOWEST_SERVER_PORT, highest), highest)
+        if port_is_free(host, port):
+            return port
+    raise OSError(f"no free TCP port at or below {highest} on {host}")
 
 
 def port_is_free(host: str, port: int) -> bool:
