@@ -11,7 +11,7 @@ import json
 
 import outputs as parse
 import sglang_releases
-from claims import MEASURED, Finding, claim, table
+from claims import HOLDS, MEASURED, NOT_MET, PARTIAL, Finding, claim, table
 
 SOURCES = "2026-12-05-sglang-release-sources"
 
@@ -76,3 +76,44 @@ def ladder_tables(data: dict) -> str:
                   *((c["outcomes"].get(v) or "-").split(":", 1)[0] for v in chain)] for c in data["checks"]]
         parts.append(table(["check", *chain], cells))
     return "\n\n".join(parts)
+
+
+LADDER = "2026-12-05-sglang-8b-ladder-3-x1"
+
+
+@claim("sglang-8b-ladder", "SGLang's release history at Llama-3.1-8B's sizes on one H200: `specwatch ab-ladder` of "
+       "0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16, EAGLE-3 (triton, the exact draft), nothing injected",
+       "each consecutive pair judged (no regression, regression or slower) on throughput, accept length and cycle "
+       "cost, each check per release; a release that cannot boot named with why", "46",
+       again=("sglang-8b-ladder-1-x1 --set sgl_ladder_rounds=1", "sglang-8b-ladder-2-x1 --set sgl_ladder_rounds=1",
+              "sglang-8b-ladder-3-x1 --set sgl_ladder_rounds=1", "sglang-8b-ladder-4-x1 --set sgl_ladder_rounds=1"))
+def sglang_8b_ladder() -> Finding:
+    """The ladder's verdict file (its last call's), rendered by :func:`ladder_tables`; partial while a release of the
+    chain was dropped (its pairs never judged)."""
+    data = json.loads(parse.read(f"{LADDER}/sgl8b-ladder-eagle3.json"))
+    def name(profile: str) -> str:  # eagle3-8b-0.5.12 -> 0.5.12; eagle3-8b-base is 0.5.16's kit
+        return "0.5.16" if profile == "eagle3-8b-base" else profile.removeprefix("eagle3-8b-")
+
+    pairs = []
+    for pair in data["pairs"]:
+        decode = next(k for k in pair["keys"] if k["key"].endswith("/decode_tok_s"))
+        pairs.append(f"{name(pair['base'])} -> {name(pair['head'])}: "
+                     f"{pair['verdict'].replace('_', ' ')}, decode {decode['change'] * 100:+.1f}% "
+                     f"[{decode['low'] * 100:+.1f}%, {decode['high'] * 100:+.1f}%]")
+    dropped = "; ".join(f"{name(v)} dropped, could not boot ({why.split(': ', 1)[-1]})"
+                        for v, why in data["dropped"].items())
+    failing = [c["test"] for c in data["checks"] if any(o and not o.startswith("passed")
+                                                         for o in c["outcomes"].values())]
+    measured = (f"{len(data['pairs'])} pairs judged after 1 round: " + "; ".join(pairs) + f"; {dropped}; "
+                + (f"checks failing: {', '.join(failing)}" if failing else
+                   f"all {len(data['checks'])} checks passed on every release measured"))
+    status = PARTIAL if data["dropped"] else (NOT_MET if data["verdict"] == "regression" else HOLDS)
+    why = ("Why two releases did not boot (their logs are in the memo): 0.5.13 was given `--port 58147`, and 0.5.12 "
+           "to 0.5.15.post1 derive a gRPC port of `--port` + 10000 and refuse to start when it passes 65535, even "
+           "when serving HTTP only (`server_args.py` `_handle_deprecated_args`; 0.5.16 derives it only in gRPC mode; "
+           "specwatch now gives servers ports at or below 55535). 0.5.15.post1's draft graph capture imports its DSA "
+           "backend and with it `nvidia-cutlass-dsl`, a declared dependency the kit's overlay left out. One round "
+           "only (the device time left); the accept length was 2.00 on every release (the exact draft), so its "
+           "interval is the default prior's, not the data's.")
+    return Finding(status, measured, [f"{LADDER}/sgl8b-ladder-eagle3.json", f"{LADDER}/sgl8b-ladder-eagle3-3.txt"],
+                   ladder_tables(data) + "\n\n" + why)
