@@ -142,6 +142,13 @@ VERSION_PINS: dict[str, dict[str, str]] = {
     "0.5.17": {"flashinfer-python": "0.6.15.post1"},
 }
 
+#: packages an overlay carries as a placeholder (``docs/validation/kit_placeholders/<name>``): a declared dependency
+#: too big to travel that the release imports on the server path for kernels the path never runs. 0.5.15.post1
+#: imports nvidia-cutlass-dsl (``cutlass``, about 150 MB of wheels) when it captures the draft's graphs (its DSA
+#: indexer; 0.5.16 made that import lazy); measured on the H200 on 2026-12-05: without it 0.5.15.post1 cannot boot
+PLACEHOLDERS_BY_VERSION: dict[str, tuple[str, ...]] = {"0.5.15.post1": ("cutlass",)}
+PLACEHOLDER_DIR = Path(__file__).resolve().parent / "kit_placeholders"
+
 #: the releases whose kit is 0.5.16's with an overlay, oldest first (``build --version V --overlay-on 0.5.16``)
 OVERLAY_BASE = "0.5.16"
 
@@ -296,6 +303,17 @@ def placeholders(site: Path) -> list[str]:
         (site / name).mkdir(exist_ok=True)
         (site / name / "__init__.py").write_text(text)
         lines.append(f"added {name} placeholder")
+    return lines
+
+
+def version_placeholders(site: Path, version: str) -> list[str]:
+    """Copy ``version``'s placeholder packages (:data:`PLACEHOLDERS_BY_VERSION`) into ``site``."""
+    lines = []
+    for name in PLACEHOLDERS_BY_VERSION.get(version, ()):
+        if (site / name).exists():
+            raise SystemExit(f"sglang_kit: {site / name}: the wheels carry {name}; its placeholder is not needed")
+        shutil.copytree(PLACEHOLDER_DIR / name, site / name, ignore=shutil.ignore_patterns("__pycache__"))
+        lines.append(f"added {name} placeholder ({version})")
     return lines
 
 
@@ -480,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     name = f"sglang-{a.version}" + ("-overlay" if a.overlay_on else "")
     site = KIT_DIR / ("build-" + a.version + ("-overlay" if a.overlay_on else "")) / "site"
     unpack_wheels(wheels, site)
-    for line in trim(site, overlay=bool(a.overlay_on), trims=trims_for(wanted)):
+    for line in [*trim(site, overlay=bool(a.overlay_on), trims=trims_for(wanted)),
+                 *version_placeholders(site, a.version)]:
         print(f"sglang_kit: {line}")
     out = KIT_DIR / f"{name}.tar.xz"
     size = pack(site, out)

@@ -6,6 +6,7 @@ site laid out as the real kit's is (its top-level packages and dist-info folders
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -166,3 +167,70 @@ def test_a_kit_packed_before_a_placeholder_gets_it_when_set_up(tmp_path: Path) -
     assert (site / "deep_gemm" / "__init__.py").read_text() == "# the kit's own\n"
     assert "load_dataset" in (site / "datasets" / "__init__.py").read_text()
     assert kit.placeholders(site) == []
+
+
+PLACEHOLDER_USE = '''
+import importlib.util, typing
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float16, Int32
+from cutlass.cute.nvgpu import OperandMajorMode, tcgen05
+from cutlass.cutlass_dsl import dsl_user_op
+
+DTYPES = {"f16": cutlass.Float16, "f32": cutlass.Float32}  # a dict of dtypes, as sglang's DSA runner builds
+
+
+@dsl_user_op
+def pack(a: Float16, b: cute.Tensor | None = None, *, k: cutlass.Constexpr[int] = 1) -> Int32:
+    return "the function itself"
+
+
+class Kernel(cutlass.utils.SomeBase):
+    def __init__(self, acc=cutlass.Float32, hint: typing.Optional[cute.Tensor] = None) -> None:
+        self.acc = acc
+
+    @cute.jit
+    def __call__(self) -> str:
+        return "jit leaves the method alone"
+
+    @cute.kernel(preprocess=False)
+    def kernel(self) -> str:
+        return "a decorator factory too"
+
+
+assert pack(1) == "the function itself" and Kernel()() == "jit leaves the method alone"
+assert Kernel().kernel() == "a decorator factory too"
+assert importlib.util.find_spec("cutlass.cute") is not None
+for use in (lambda: cutlass.Int32(1), lambda: cute.make_layout((2, 2)), lambda: bool(cute.Tensor),
+            lambda: cutlass.Float32 + 1, lambda: list(tcgen05)):
+    try:
+        use()
+    except cutlass.PlaceholderUsed as e:
+        assert "placeholder in specwatch's SGLang kit" in str(e), e
+    else:
+        raise AssertionError("a placeholder was used without raising")
+print("ok")
+'''
+
+
+def test_the_cutlass_placeholder_imports_like_the_dsl_and_raises_on_any_use(tmp_path: Path) -> None:
+    """The module-level forms 0.5.15.post1's DSA indexer and flashinfer's CuTe DSL kernels use (submodule imports,
+    decorators, annotations, dtype tables, base classes) work; calling or computing with any name raises, naming the
+    placeholder. In a fresh interpreter: the placeholder adds an import finder."""
+    out = subprocess.run([sys.executable, "-c", PLACEHOLDER_USE], env={**os.environ, "PYTHONPATH":
+                         str(kit.PLACEHOLDER_DIR)}, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_only_0_5_15_post1s_overlay_carries_the_cutlass_placeholder(tmp_path: Path) -> None:
+    """0.5.15.post1 imports cutlass eagerly at draft capture; 0.5.16's kit (the base of every overlay) and the other
+    releases import it lazily and get none. A site whose wheels already carry the package refuses the placeholder."""
+    for version in kit.VERSION_PINS:
+        site = tmp_path / version / "site"
+        site.mkdir(parents=True)
+        lines = kit.version_placeholders(site, version)
+        assert ((site / "cutlass" / "__init__.py").is_file()) == (version == "0.5.15.post1"), version
+        assert bool(lines) == (version == "0.5.15.post1"), lines
+    assert not list((tmp_path / "0.5.15.post1" / "site" / "cutlass").rglob("__pycache__"))
+    with pytest.raises(SystemExit, match="the wheels carry cutlass"):
+        kit.version_placeholders(tmp_path / "0.5.15.post1" / "site", "0.5.15.post1")
