@@ -104,7 +104,9 @@ def sglang_8b_ladder() -> Finding:
                         for v, why in data["dropped"].items())
     failing = [c["test"] for c in data["checks"] if any(o and not o.startswith("passed")
                                                          for o in c["outcomes"].values())]
-    measured = (f"{len(data['pairs'])} pairs judged after 1 round: " + "; ".join(pairs) + f"; {dropped}; "
+    rounds = sorted({pair["rounds"] for pair in data["pairs"]})
+    measured = (f"{len(data['pairs'])} pairs judged after {'-'.join(map(str, rounds))} round(s): " + "; ".join(pairs)
+                + (f"; {dropped}" if dropped else "") + "; "
                 + (f"checks failing: {', '.join(failing)}" if failing else
                    f"all {len(data['checks'])} checks passed on every release measured"))
     status = PARTIAL if data["dropped"] else (NOT_MET if data["verdict"] == "regression" else HOLDS)

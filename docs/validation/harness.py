@@ -984,14 +984,31 @@ def _draft_models(p: Plan, draft: str) -> tuple[list[Step], str]:
     return models, {"exact": SGL8B_MODELS, "vary": SGL8B_VARY, "q0": SGL8B_Q0}[draft]
 
 
+def _draft_profile(p: Plan, draft: str, dest: str) -> str:
+    """SGL8B_PERF with its EAGLE-3 draft swapped for the one ``draft`` names, written to ``dest`` (exact: unchanged)."""
+    return SGL8B_PERF if draft == "exact" else p.profile(
+        SGL8B_PERF, f"8b-perf-{draft}", replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),))
+
+
+def sglang_8b_cache_life_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: acceptance over the cache's life
+    (the fixed greedy set before, after unrelated traffic of 1.37x the KV pool, after /flush_cache) and its soak (3
+    repetitions), with the draft ``sweep_draft`` names (vary: acceptance that differs per prompt and position, so
+    the set's accept length is not a constant the check could match by chance). One boot, about 200 s."""
+    models, dest = _draft_models(p, p.s["sweep_draft"])
+    p.stages = [[[_sglang_setup(p, "--if-missing"), *models,
+                  p.pytest(f"sgl8b-cache-life-{p.s['sweep_draft']}", 400, "-m", "correctness",
+                           "tests/correctness/test_acceptance_cache_life.py", "--specwatch-acceptance-soak=3",
+                           f"--specwatch-profiles={_draft_profile(p, p.s['sweep_draft'], dest)}", gpu="0")]]]
+
+
 def sglang_8b_context_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, healthy: the context-length table of EAGLE-3
     against plain decoding (128 to 4,096 input tokens, gated up to 4,096) with the draft ``sweep_draft`` names
     (exact, vary or q0) and, on the same two boots, each server's single-stream decode recorded as a baseline session
     (refused when a test of the run fails). About 270 s."""
     models, dest = _draft_models(p, p.s["sweep_draft"])
-    prof = SGL8B_PERF if p.s["sweep_draft"] == "exact" else p.profile(
-        SGL8B_PERF, f"8b-perf-{p.s['sweep_draft']}", replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),))
+    prof = _draft_profile(p, p.s["sweep_draft"], dest)
     p.stages = [[[_sglang_setup(p, "--if-missing"), *models,
                   p.pytest("sgl8b-context", 440, "-m", "perf", "tests/perf/test_context_length.py",
                            "tests/perf/test_throughput.py", "-k", "context or (drift and decode)",
@@ -1198,6 +1215,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-sweep-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the concurrency sweep "
              "of plain decoding against EAGLE-3 (--set sweep_draft=exact|vary|q0), then the verify-graph checks "
              "(batches past the captured sizes named)", "(new: issue 43, item 6)", sglang_8b_sweep_x1),
+    Scenario("sglang-8b-cache-life-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: acceptance "
+             "over the cache's life and its soak, with the draft --set sweep_draft=exact|vary|q0 names",
+             "(new: issue 43, item 3)", sglang_8b_cache_life_x1),
     Scenario("rerecord-x1", "one GPU: a session with accept length and cycle cost added to each shipped "
              "speculative h200x1 baseline", "(new: issue 31)", rerecord_x1),
     Scenario("fresh-x1", "a new machine: yardstick, drift of ref-large EAGLE3 against the committed baselines, "
