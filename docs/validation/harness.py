@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sglang_kit  # docs/validation, beside this file: the kit's releases and what their servers need
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "validation" / "data"
 FORMAT_VERSION = 1
@@ -838,6 +840,7 @@ def _release_profile(p: Plan, release: str, server: str) -> str:
     if release == SGL_KIT_RELEASE:
         return "docs/validation/sglang/plain-8b.toml"
     replace = [(r'^pythonpath = \["/tmp/sgl/site"\]', f'pythonpath = ["/tmp/sgl-{release}/site"]')]
+    replace += [(r'^(extra_env = \{.*) \}$', rf'\1, {k} = "{v}" }}') for k, v in sglang_kit.server_env(release).items()]
     if release in SGL_OLD_GRAPH_FLAG:
         replace += [(r"^cuda_graph_max_bs = 8\n", ""),
                     (r'^extra_args = \[', 'extra_args = ["--cuda-graph-max-bs", "8", ')]
@@ -992,13 +995,13 @@ def _draft_profile(p: Plan, draft: str, dest: str) -> str:
 
 def sglang_8b_cache_life_x1(p: Plan) -> None:
     """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, nothing injected: acceptance over the cache's life
-    (the fixed greedy set before, after unrelated traffic of 1.37x the KV pool, after /flush_cache) and its soak (3
+    (the fixed greedy set before, after unrelated traffic of 1.37x the KV pool, after /flush_cache) and its soak (6
     repetitions), with the draft ``sweep_draft`` names (vary: acceptance that differs per prompt and position, so
-    the set's accept length is not a constant the check could match by chance). One boot, about 200 s."""
+    the set's accept length is not a constant the check could match by chance). One boot, about 130 s on an H100."""
     models, dest = _draft_models(p, p.s["sweep_draft"])
     p.stages = [[[_sglang_setup(p, "--if-missing"), *models,
                   p.pytest(f"sgl8b-cache-life-{p.s['sweep_draft']}", 400, "-m", "correctness",
-                           "tests/correctness/test_acceptance_cache_life.py", "--specwatch-acceptance-soak=3",
+                           "tests/correctness/test_acceptance_cache_life.py", "--specwatch-acceptance-soak=6",
                            f"--specwatch-profiles={_draft_profile(p, p.s['sweep_draft'], dest)}", gpu="0")]]]
 
 

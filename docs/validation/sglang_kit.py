@@ -19,6 +19,11 @@ files the server path never loads, each checked by size so that a changed wheel 
 something else (``TRIMS_BY_PIN``: how other versions' wheels differ). The folder ``.kit/`` is ignored by git and
 named in the device call's ``carry``.
 
+What the kit runs differently from an install of the same release: every release declares nvidia-cutlass-dsl (about
+150 MB of wheels, not carried), and without it flashinfer runs RMSNorm with its CUDA JIT kernels, where an install
+runs its CuTe DSL kernels (``PLACEHOLDER_ENV``). The same on every release of the kit, so a pair of releases is
+compared like for like; a change in flashinfer's CuTe DSL norm kernels between releases is not seen.
+
 Built against the device image's package list (/work/.library/device/KINDS.md): anything it has (numpy,
 cuda-bindings, triton, aiohttp, httpx, huggingface-hub, safetensors, sentencepiece, tiktoken, prometheus-client,
 uvloop, einops, psutil, requests, pyyaml, regex, pillow, protobuf, timm, ...) is not carried. A pure-Python import
@@ -148,6 +153,20 @@ VERSION_PINS: dict[str, dict[str, str]] = {
 #: indexer; 0.5.16 made that import lazy); measured on the H200 on 2026-12-05: without it 0.5.15.post1 cannot boot
 PLACEHOLDERS_BY_VERSION: dict[str, tuple[str, ...]] = {"0.5.15.post1": ("cutlass",)}
 PLACEHOLDER_DIR = Path(__file__).resolve().parent / "kit_placeholders"
+
+#: what a server on a site with a placeholder must set so that nothing on its path takes the placeholder for the real
+#: package. flashinfer (every release's, 0.6.11.post1 to 0.6.15.post1) runs its RMSNorm kernels in the CuTe DSL when
+#: ``from .kernels import rmsnorm_cute`` succeeds, and falls back to its CUDA JIT kernels when nvidia-cutlass-dsl is
+#: missing or when FLASHINFER_USE_CUDA_NORM=1 (``flashinfer/norm/__init__.py``). Every other site of the kit lacks
+#: the package, so its servers take the CUDA JIT fallback on their own; the switch gives 0.5.15.post1's the same
+#: kernels. Measured on an H100 on 2026-12-06: without it, 0.5.15.post1's first RMSNorm reached the placeholder
+#: (``cutlass.BFloat16.width``) and the server refused to start, as the placeholder is built to.
+PLACEHOLDER_ENV: dict[str, dict[str, str]] = {"cutlass": {"FLASHINFER_USE_CUDA_NORM": "1"}}
+
+
+def server_env(version: str) -> dict[str, str]:
+    """The environment a server on ``version``'s site needs for its placeholders (:data:`PLACEHOLDER_ENV`)."""
+    return {k: v for name in PLACEHOLDERS_BY_VERSION.get(version, ()) for k, v in PLACEHOLDER_ENV[name].items()}
 
 #: the releases whose kit is 0.5.16's with an overlay, oldest first (``build --version V --overlay-on 0.5.16``)
 OVERLAY_BASE = "0.5.16"

@@ -149,12 +149,21 @@ def test_each_release_pair_measures_the_same_server_on_two_sites(pair: tuple[str
         release = base if side == "base" else head
         assert prof.name == f"sgl8b-{server}"
         assert prof.pythonpath == ("/tmp/sgl/site" if release == "0.5.16" else f"/tmp/sgl-{release}/site",)
+        # a site with the cutlass placeholder keeps flashinfer's RMSNorm on the kernels the other sites run
+        assert {k: prof.extra_env.get(k) for k in ("FLASHINFER_USE_CUDA_NORM",)} == {
+            "FLASHINFER_USE_CUDA_NORM": kit.server_env(release).get("FLASHINFER_USE_CUDA_NORM")}, release
         args = SGLANG.command(prof, "127.0.0.1", 30000)[3:]
         graph = "--cuda-graph-max-bs" if release in ("0.5.12", "0.5.13") else "--cuda-graph-max-bs-decode"
         assert args[args.index(graph) + 1] == "8", args
         assert ("--cuda-graph-max-bs-decode" in args) == (graph == "--cuda-graph-max-bs-decode"), args
         argv[side] = sorted(a for a in args if not a.startswith("--cuda-graph-max-bs"))
     assert argv["base"] == argv["head"]
+
+
+def test_only_a_site_with_a_placeholder_needs_an_environment_of_its_own() -> None:
+    assert kit.server_env("0.5.15.post1") == {"FLASHINFER_USE_CUDA_NORM": "1"}
+    assert all(kit.server_env(v) == {} for v in kit.VERSION_PINS if v not in kit.PLACEHOLDERS_BY_VERSION)
+    assert set(kit.PLACEHOLDER_ENV) == {n for names in kit.PLACEHOLDERS_BY_VERSION.values() for n in names}
 
 
 def test_a_kit_packed_before_a_placeholder_gets_it_when_set_up(tmp_path: Path) -> None:
