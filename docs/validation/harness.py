@@ -89,6 +89,9 @@ SETTINGS: dict[str, str] = {
     # sglang-8b-ladder-*-x1: ab-ladder's first look (1: each pair judged on the 8B round history after one round, a
     # second round only for the pairs still open)
     "sgl_ladder_rounds": "2",
+    # sglang-8b-ladder-*-x1: the oldest release of the chain (a later one: a shorter ladder, e.g. 0.5.14 for the pairs
+    # around 0.5.15.post1 alone: 3 boots a round, over in calls 1 and 2)
+    "sgl_ladder_from": "0.5.12",
 }
 
 
@@ -912,18 +915,22 @@ def _sglang_8b_ladder(p: Plan, call: int) -> None:
     server, first, rounds = p.s["sgl_release_server"], p.s["sgl_ladder_rounds"], p.s["sgl_ladder_max_rounds"]
     if server not in ("eagle3", "plain"):
         raise SystemExit(f"harness: sgl_release_server must be eagle3 or plain ({server})")
+    if p.s["sgl_ladder_from"] not in SGL_LADDER[:-2]:
+        raise SystemExit(f"harness: sgl_ladder_from must be one of {', '.join(SGL_LADDER[:-2])} (a chain of 3 or "
+                         f"more), got {p.s['sgl_ladder_from']}")
+    chain = SGL_LADDER[SGL_LADDER.index(p.s["sgl_ladder_from"]):]
     kit = "docs/validation/sglang_kit.py"
-    carried = [r for c in sorted(SGL_LADDER_CALLS) if c <= call for r in SGL_LADDER_CALLS[c][0]]
+    carried = [r for c in sorted(SGL_LADDER_CALLS) if c <= call for r in SGL_LADDER_CALLS[c][0] if r in chain]
     overlays = [Step(f"sglang-overlay-{r}", [p.py, kit, "overlay", "--version", r, "--if-missing"], 120)
                 for r in carried]
-    new = SGL_LADDER_CALLS[call][0] or ((SGL_KIT_RELEASE,) if call == 1 else ())
+    new = tuple(r for r in SGL_LADDER_CALLS[call][0] if r in chain) or ((SGL_KIT_RELEASE,) if call == 1 else ())
     imports = [Step(f"sglang-versions-{r}", [p.py, kit, "versions",
                                              "/tmp/sgl/site" if r == SGL_KIT_RELEASE else f"/tmp/sgl-{r}/site"],
                     120, "0") for r in new]
     stop = SGL_LADDER_CALLS[call][1]
     name = f"sgl8b-ladder-{server}"
     ladder = p.cli(f"{name}-{call}", 580, "ab-ladder",
-                   *(a for r in SGL_LADDER for a in ("--profile", _release_profile(p, r, server))),
+                   *(a for r in chain for a in ("--profile", _release_profile(p, r, server))),
                    "--start", "last", "--rounds", first, "--max-rounds", rounds, "--round-history", SGL_STORE,
                    "--memo", f"/tmp/specwatch-abmemo-{name}", "--resume" if call == 1 else "--resume-only",
                    "--drop-unmeasured",

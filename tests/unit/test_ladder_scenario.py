@@ -96,3 +96,20 @@ def test_every_call_keeps_the_ladders_memo_in_its_run_folder(call: int, tmp_path
     assert harness._copy_tree(memo, tmp_path / "run" / "memo") == "2 files in memo/"
     with pytest.raises(OSError, match="no memo at"):
         harness._copy_tree(tmp_path / "none", tmp_path / "run" / "memo2")
+
+
+def test_a_shorter_chain_boots_only_its_releases_and_installs_only_their_overlays(tmp_path: Path) -> None:
+    """--set sgl_ladder_from=0.5.14: the ladder over 0.5.14 < 0.5.15.post1 < 0.5.16 (the pairs around 0.5.15.post1), one
+    round over in calls 1 and 2 (3 boots); call 3 installs no overlay it was not carried (0.5.13, 0.5.12)."""
+    settings = dict(harness.SETTINGS, sgl_ladder_from="0.5.14")
+    for call in CALLS:
+        plan = harness.plan_for(f"sglang-8b-ladder-{call}-x1", settings, harness.DATA / f"zz-test-short-{call}")
+        steps = [s for stage in plan.stages for lane in stage for s in lane]
+        (step,) = [s for s in steps if s.name.startswith("sgl8b-ladder-")]
+        profiles = [step.argv[i + 1] for i, a in enumerate(step.argv) if a == "--profile"]
+        assert [Path(p).stem.rsplit("-", 1)[-1] for p in profiles] == ["0.5.14", "0.5.15.post1", "base"]
+        overlays = {s.name.removeprefix("sglang-overlay-") for s in steps if s.name.startswith("sglang-overlay-")}
+        assert overlays == (set() if call == 1 else {"0.5.14", "0.5.15.post1"}), (call, overlays)
+    with pytest.raises(SystemExit, match="sgl_ladder_from must be one of"):
+        harness.plan_for("sglang-8b-ladder-1-x1", dict(harness.SETTINGS, sgl_ladder_from="0.5.15.post1"),
+                         harness.DATA / "zz-test-short-bad")
