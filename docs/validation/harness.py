@@ -985,13 +985,16 @@ def sglang_8b_acceptance_all_x1(p: Plan) -> None:
 def _draft_models(p: Plan, draft: str) -> tuple[list[Step], str]:
     """The steps that make the EAGLE-3 draft ``draft`` names ("exact": accept length 2.00; "vary": 1.50, varying
     per prompt; "q0": 1.00, a dead draft) beside the 8b target, and the folder it is written to."""
+    dests = {"exact": SGL8B_MODELS, "vary": SGL8B_VARY, "q0": SGL8B_Q0}
+    if draft not in dests:
+        raise SystemExit(f"harness: sweep_draft must be one of {', '.join(dests)}, got {draft!r}")
     models = [_sgl8b_models(p)]
     if draft == "vary":
         models.append(_varying_draft(p, "sgl8b-models-vary", SGL8B_VARY, "0.5"))
     elif draft == "q0":
         models.append(Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
                                                "--draft-quality", "0", "--if-missing"], 150, "0"))
-    return models, {"exact": SGL8B_MODELS, "vary": SGL8B_VARY, "q0": SGL8B_Q0}[draft]
+    return models, dests[draft]
 
 
 def _draft_profile(p: Plan, draft: str, dest: str) -> str:

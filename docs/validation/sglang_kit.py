@@ -168,6 +168,7 @@ def server_env(version: str) -> dict[str, str]:
     """The environment a server on ``version``'s site needs for its placeholders (:data:`PLACEHOLDER_ENV`)."""
     return {k: v for name in PLACEHOLDERS_BY_VERSION.get(version, ()) for k, v in PLACEHOLDER_ENV[name].items()}
 
+
 #: the releases whose kit is 0.5.16's with an overlay, oldest first (``build --version V --overlay-on 0.5.16``)
 OVERLAY_BASE = "0.5.16"
 

@@ -113,3 +113,9 @@ def test_a_shorter_chain_boots_only_its_releases_and_installs_only_their_overlay
     with pytest.raises(SystemExit, match="sgl_ladder_from must be one of"):
         harness.plan_for("sglang-8b-ladder-1-x1", dict(harness.SETTINGS, sgl_ladder_from="0.5.15.post1"),
                          harness.DATA / "zz-test-short-bad")
+
+
+@pytest.mark.parametrize("scenario", ["sglang-8b-cache-life-x1", "sglang-8b-sweep-x1", "sglang-8b-context-x1"])
+def test_an_unknown_draft_is_refused_in_one_line(scenario: str) -> None:
+    with pytest.raises(SystemExit, match="sweep_draft must be one of exact, vary, q0, got 'bogus'"):
+        harness.plan_for(scenario, dict(harness.SETTINGS, sweep_draft="bogus"), harness.DATA / "zz-test-bad-draft")

@@ -6,9 +6,11 @@ travel in a device call. SGLang 0.5.15.post1 imports it when the EAGLE-3 worker 
 ``dsa_backend`` -> ``dsa_indexer`` -> ``sglang.jit_kernel.dsa`` -> ``cutedsl_paged_mqa_logits`` -> ``import
 cutlass``, for Blackwell DSA kernels a triton-attention Llama never runs (0.5.16 made that import lazy, so its kit
 needs no placeholder). The placeholder lets such modules be imported: any ``cutlass.X.Y`` module exists, any name in
-it is a :class:`Placeholder`, which works as a decorator, an annotation, a dict value or a base class. Using it for
-anything else (a call that is not decoration, arithmetic, iteration, truth) raises at once, naming the placeholder,
-so a path that would need the real package fails loudly instead of running something else.
+it is a :class:`Placeholder`, which works as a decorator, an annotation, a dict value or a base class. A call with
+arguments that is not decoration, and arithmetic, comparison, iteration or truth, raise at once, naming the
+placeholder; a call with no positional argument returns a placeholder (as a decorator factory such as
+``@cute.jit(preprocess=False)`` does), which raises at its first such use. So a path that would need the real package
+fails loudly instead of running something else.
 """
 
 from __future__ import annotations
