@@ -78,8 +78,11 @@ def ladder_tables(data: dict) -> str:
     return "\n\n".join(parts)
 
 
-#: the ladder's runs, oldest first: the folder of each one's last call (its verdict file and memo) and its GPU
-LADDERS = (("2026-12-05-sglang-8b-ladder-3-x1", "H200"), ("2026-12-06-sglang-8b-ladder-3-x1", "H100"))
+#: the ladder's runs, oldest first: the folder of each one's last call (its verdict file and memo), its GPU and the
+#: last call's output (the verdicts in words)
+LADDERS = (("2026-12-05-sglang-8b-ladder-3-x1", "H200", "sgl8b-ladder-eagle3-3.txt"),
+           ("2026-12-06-sglang-8b-ladder-3-x1", "H100", "sgl8b-ladder-eagle3-3.txt"),
+           ("2026-12-06-sglang-8b-ladder-4-x1", "H200", "sgl8b-ladder-eagle3-4.txt"))
 
 
 def _release(profile: str) -> str:
@@ -116,9 +119,9 @@ def per_cycle_saving(data: dict, base: str, head: str) -> tuple[float, float, fl
     return b, h, b - h
 
 
-@claim("sglang-8b-ladder", "SGLang's release history at Llama-3.1-8B's sizes on one GPU (an H200, then an H100): "
-       "`specwatch ab-ladder` of 0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16, EAGLE-3 (triton, the exact draft), "
-       "nothing injected",
+@claim("sglang-8b-ladder", "SGLang's release history at Llama-3.1-8B's sizes on one GPU (an H200 twice, an H100 "
+       "once): `specwatch ab-ladder` of 0.5.12 < 0.5.13 < 0.5.14 < 0.5.15.post1 < 0.5.16, EAGLE-3 (triton, the exact "
+       "draft), nothing injected",
        "each consecutive pair judged (no regression, regression or slower) on throughput, accept length and cycle "
        "cost, each check per release; a release that cannot boot named with why; a change beyond its tolerance "
        "confirmed on a second machine", "46",
@@ -127,33 +130,45 @@ def per_cycle_saving(data: dict, base: str, head: str) -> tuple[float, float, fl
 def sglang_8b_ladder() -> Finding:
     """Each ladder run's verdict file (its last call's), rendered by :func:`ladder_tables`; partial while a release of
     the chain was dropped on every machine (its pairs never judged)."""
-    runs = [(folder, gpu, json.loads(parse.read(f"{folder}/sgl8b-ladder-eagle3.json"))) for folder, gpu in LADDERS]
-    cycles = [(gpu, *per_cycle_saving(data, "0.5.12", "0.5.14")) for _, gpu, data in runs]
+    runs = [(folder, gpu, json.loads(parse.read(f"{folder}/sgl8b-ladder-eagle3.json"))) for folder, gpu, _ in LADDERS]
+    cycles = [(gpu, *per_cycle_saving(data, "0.5.13", "0.5.14")) for _, gpu, data in runs
+              if any(_release(p["base"]) == "0.5.13" for p in data["pairs"])]
     measured = (". ".join(ladder_line(data, gpu) for _, gpu, data in runs)
-                + ". 0.5.12 -> 0.5.14, the verify cycle: "
+                + ". 0.5.13 -> 0.5.14, the verify cycle: "
                 + "; ".join(f"{gpu} {b:.2f} -> {h:.2f} ms ({-d:+.2f} ms)" for gpu, b, h, d in cycles))
     never = set.intersection(*(set(data["dropped"]) for _, _, data in runs))
     status = PARTIAL if never else (NOT_MET if any(d["verdict"] == "regression" for _, _, d in runs) else HOLDS)
     parts = [f"**{gpu}** (`data/{folder}`):\n\n{ladder_tables(data)}" for folder, gpu, data in runs]
-    why = ("**The finding: 0.5.12 -> 0.5.14 is faster, by the same time per verify cycle on both GPUs.** On the H200 "
-           "the ladder judged it as one pair (0.5.13 did not boot there), +12.0% decode at a ±2.0% tolerance. On the "
-           "H100 it splits into 0.5.12 -> 0.5.13 (+1.0%) and 0.5.13 -> 0.5.14 (+7.0%). The H100 has no round history "
-           "at this shape, so its keys were judged at the default prior's ±40%: there the verdicts say no regression, "
-           "and the change is a point estimate of one round (12 requests a side, whose spread within a boot is near "
-           "0.1%). The cycle saved is 0.66 ms on the H200 and 0.61 ms on the H100: a fixed time per step on two GPUs "
-           "whose kernels run at different speeds, which is what a host-side cost looks like. The sources put one on "
-           "that path in 0.5.13 -> 0.5.14: 0.5.14 stops copying `seq_lens` to the host and synchronising every step "
-           "for triton (`sglang-release-sources`). Not measured directly (a profile of the step would).\n\n"
-           "**Why releases did not boot.** On the H200, 0.5.13 was given `--port 58147`, and 0.5.12 to 0.5.15.post1 "
-           "derive a gRPC port of `--port` + 10000 and refuse to start past 65535, even when serving HTTP only "
-           "(`server_args.py` `_handle_deprecated_args`; 0.5.16 derives it only in gRPC mode; specwatch now gives "
-           "servers ports at or below 55535, and 0.5.13 booted on the H100). 0.5.15.post1 imports "
-           "`nvidia-cutlass-dsl` when it captures the draft's graphs (its DSA indexer), a declared dependency of about "
-           "150 MB that the kit cannot carry: on the H200 the import failed; on the H100 the kit carried a placeholder "
-           "of it, and flashinfer, finding `cutlass` importable, chose its CuTe DSL RMSNorm, whose first call the "
-           "placeholder refused. The 0.5.15.post1 profiles now set `FLASHINFER_USE_CUDA_NORM=1`, the CUDA JIT "
-           "kernels every other release of the kit runs on its own; not yet booted. The accept length was 2.00 on "
-           "every release (the exact draft), so its interval is the default prior's, not the data's.")
-    sources = [f"{folder}/{f}" for folder, _, _ in runs
-               for f in ("sgl8b-ladder-eagle3.json", "sgl8b-ladder-eagle3-3.txt")]
+    why = ("**Five consecutive pairs on the H200.** The second H200 ladder (2026-12-06, two rounds, every release "
+           "booted) judged 0.5.12 -> 0.5.13, 0.5.13 -> 0.5.14, 0.5.14 -> 0.5.15.post1 and 0.5.15.post1 -> 0.5.16; "
+           "with 0.5.16 -> 0.5.17 (`sglang-8b-versions`, the same shape on an H200: no regression, +0.5%) that is "
+           "every consecutive pair from 0.5.12 to 0.5.17. Three pairs were still open after round 1 at the H200's "
+           "±2% and settled after round 2: each moved less than 1%, and each interval rules out a slowdown beyond "
+           "1.2%.\n\n"
+           "**The finding: 0.5.13 -> 0.5.14 is faster, by the same time per verify cycle on both GPUs.** Decode +13.7% "
+           "[+11.7%, +17.0%] on the H200 (rounds +13.7% and +9.7%), +7.0% on the H100 (one round); output throughput "
+           "moves with it. The first H200 ladder, without 0.5.13, measured 0.5.12 -> 0.5.14 at +12.0%. Every other "
+           "pair is within ±1%. The verify cycle is shorter by 0.63 ms on the H200 (6.43 -> 5.80 ms) and 0.51 ms on "
+           "the H100 (7.89 -> 7.37 ms): nearly the same time per step on two GPUs whose kernels run at different "
+           "speeds, which is what a host-side cost looks like. The sources put one on that path in 0.5.13 -> 0.5.14: "
+           "0.5.14 stops copying `seq_lens` to the host and synchronising every step for triton "
+           "(`sglang-release-sources`). Not measured directly: a profile of one decode step would show the sync.\n\n"
+           "**Boot to boot on the H200.** The same release booted twice ran 305.3 and 309.9 tok/s (0.5.12), 303.0 "
+           "and 314.1 (0.5.13): round 1's first boots were the slowest of the run. The ladder pairs boots back to "
+           "back and alternates their order, so that spread enters each pair's interval rather than its verdict.\n\n"
+           "**Why releases did not boot before.** On the first H200 ladder, 0.5.13 was given `--port 58147`, and "
+           "0.5.12 to 0.5.15.post1 derive a gRPC port of `--port` + 10000 and refuse to start past 65535, even when "
+           "serving HTTP only (`server_args.py` `_handle_deprecated_args`; 0.5.16 derives it only in gRPC mode); "
+           "specwatch now gives servers ports at or below 55535. 0.5.15.post1 imports `nvidia-cutlass-dsl` when it "
+           "captures the draft's graphs (its DSA indexer), a declared dependency of about 150 MB that the kit cannot "
+           "carry: on the first H200 ladder the import failed; on the H100 the kit carried a placeholder of it, and "
+           "flashinfer, finding `cutlass` importable, chose its CuTe DSL RMSNorm, whose first call the placeholder "
+           "refused. The 0.5.15.post1 profiles now set `FLASHINFER_USE_CUDA_NORM=1`, the CUDA JIT kernels every other "
+           "release of the kit runs on its own, and it booted on the second H200 ladder (twice) and passed every "
+           "check. So the kit measures every release with flashinfer's CUDA JIT RMSNorm, where an install runs the "
+           "CuTe DSL one: a change in those kernels between releases is not seen "
+           "(`docs/reference/sglang-versions.md`). "
+           "The accept length was 2.00 on every release (the exact draft), so its interval is the default prior's, "
+           "not the data's. Not run: the plain server's ladder (`--set sgl_release_server=plain`).")
+    sources = [f"{folder}/{f}" for folder, _, txt in LADDERS for f in ("sgl8b-ladder-eagle3.json", txt)]
     return Finding(status, measured, sources, "\n\n".join(parts) + "\n\n" + why)

@@ -128,6 +128,11 @@ RULES: tuple[Rule, ...] = (
          "sgl8b-ladder-eagle3-3.txt", "eagle3-8b-base: sgl8b-eagle3/single-stream/accept_length"),
     Rule("2026-12-06-sglang-8b-ladder-3-x1/memo/*/ladder-[0-3]-*.results.json", False,
          "the release ladder's boots of SGLang 0.5.12 to 0.5.15.post1: other engines"),
+    Rule("2026-12-06-sglang-8b-ladder-4-x1/memo/*/ladder-4-eagle3-8b-base-*.results.json", True,
+         "the second H200 release ladder's two 0.5.16 boots (eagle3-8b-base.toml), nothing injected",
+         "sgl8b-ladder-eagle3-4.txt", "eagle3-8b-base: sgl8b-eagle3/single-stream/accept_length"),
+    Rule("2026-12-06-sglang-8b-ladder-4-x1/memo/*/ladder-[0-3]-*.results.json", False,
+         "the second H200 release ladder's boots of SGLang 0.5.12 to 0.5.15.post1: other engines"),
 )
 
 
