@@ -124,6 +124,8 @@ def sglang_8b_cache_life() -> Finding:
 
 
 CTX = "2026-12-05-sglang-8b-context-x1"
+#: the same scenario with the varying draft (quality 0.5), on an H200: its pytest output and its report folder
+CTX_VARY = ("2026-12-05-sglang-8b-context-x1-2", "sgl8b-context.txt", "sgl8b-context")
 CTX_LINE = re.compile(r"speculation by context length: (\S+) at ([\d,]+) input tokens: decode (.+) tok/s$", re.M)
 
 
@@ -145,33 +147,51 @@ def _context_runs(text: str, accept: dict[int, float], asked: dict[int, int], ou
     return runs
 
 
-@claim("sglang-8b-context-length", "Speculation by context length on real SGLang 0.5.16 (8B shape, triton): EAGLE-3 "
-       "against plain decoding at 128 to 3,946 input tokens, gated up to 4,096",
-       "the table of both servers at every length with the accept length, and where speculation stops paying", "43",
-       again=("sglang-8b-context-x1",))
-def sglang_8b_context_length() -> Finding:
-    """The run's per-length lines judged again by contextlen.judge (gate up to 4,096 tokens), the accept length of
-    each length from its benchmark row; the earlier, cut run for the history."""
+def _judged_context(folder: str, output: str, report: str):
+    """One context run judged again: its per-length runs, the gate's verdict (up to 4,096 tokens), and whether its
+    test failed on the device."""
     import json
 
     from specwatch.judge.contextlen import ContextGate, judge
 
-    rel = f"{CTX}/ctx.txt"
-    text = parse.read(rel)
-    bench = json.loads(parse.read(f"{CTX}/ctx/benchmark.json"))
+    text = parse.read(f"{folder}/{output}")
+    bench = json.loads(parse.read(f"{folder}/{report}/benchmark.json"))
     rows = [b["extra_info"]["context"] for b in bench["benchmarks"] if "context" in b.get("extra_info", {})]
     accept = {r["input_tokens"]: r["accept_length"] for r in rows if r.get("accept_length") is not None}
     asked = {r["input_tokens"]: r["asked"] for r in rows}
     runs = _context_runs(text, accept, asked, output_tokens=128)
     verdict = judge(runs, ContextGate(until=4096), names=("sgl8b-eagle3", "sgl8b-plain"))
-    device_failed = "FAILED tests/perf/test_context_length.py" in text
-    cliff = next((r for r in runs if r.speedup < 1), None)
-    ok = len(runs) == 4 and verdict.ok is False and device_failed and cliff is not None
-    table_rows = [[r.label(), f"{statistics.median(r.plain_tok_s):.1f}", f"{statistics.median(r.spec_tok_s):.1f}",
+    return runs, verdict, "FAILED tests/perf/test_context_length.py" in text
+
+
+def _context_table(runs) -> str:
+    """Both servers per length, the speedup and its two factors: the accept length, and the cycle's cost in plain
+    steps (accept length / speedup: what one verify cycle costs against one plain decode step)."""
+    return table(["input tokens", "plain decode tok/s", "EAGLE-3 decode tok/s", "speedup", "accept length",
+                  "cycle in plain steps", "verdict"],
+                 [[r.label(), f"{statistics.median(r.plain_tok_s):.1f}", f"{statistics.median(r.spec_tok_s):.1f}",
                    f"{r.speedup:.2f}x", f"{r.accept_length:.2f}" if r.accept_length else "-",
-                   "stops paying" if r.speedup < 1 else "pays"] for r in runs]
-    detail = table(["input tokens", "plain decode tok/s", "EAGLE-3 decode tok/s", "speedup", "accept length",
-                    "verdict"], table_rows)
+                   f"{r.accept_length / r.speedup:.2f}" if r.accept_length else "-",
+                   "stops paying" if r.speedup < 1 else "pays"] for r in runs])
+
+
+@claim("sglang-8b-context-length", "Speculation by context length on real SGLang 0.5.16 (8B shape, triton): EAGLE-3 "
+       "against plain decoding at 128 to 3,946 input tokens, gated up to 4,096, with the exact draft and with one "
+       "whose acceptance varies",
+       "the table of both servers at every length with the accept length, and where speculation stops paying", "43",
+       again=("sglang-8b-context-x1", "sglang-8b-context-x1 --set sweep_draft=vary"))
+def sglang_8b_context_length() -> Finding:
+    """The runs' per-length lines judged again by contextlen.judge (gate up to 4,096 tokens), the accept length of
+    each length from its benchmark row: the exact draft (H100), then the varying one (H200); the earlier, cut run
+    for the history."""
+    rel = f"{CTX}/ctx.txt"
+    runs, verdict, device_failed = _judged_context(CTX, "ctx.txt", "ctx")
+    vary, vary_verdict, vary_failed = _judged_context(*CTX_VARY)
+    cliff = next((r for r in runs if r.speedup < 1), None)
+    vary_cliff = next((r for r in vary if r.speedup < 1), None)
+    ok = (len(runs) == 4 and verdict.ok is False and device_failed and cliff is not None
+          and len(vary) == 4 and vary_verdict.ok is False and vary_failed and vary_cliff is not None)
+    detail = "**The exact draft** (accept length 2.00; an H100, `data/" + CTX + "`):\n\n" + _context_table(runs)
     first, last = runs[0], runs[-1]
     fall = {side: 1 - statistics.median(getattr(last, f"{side}_tok_s")) / statistics.median(
         getattr(first, f"{side}_tok_s")) for side in ("plain", "spec")}
@@ -197,12 +217,35 @@ def sglang_8b_context_length() -> Finding:
                f"draft: the verify cycle's cost, named with the accept length beside it. "
                f"History: [changelog section 21](changelog.md#section-21) (an earlier run, `{ACC}`, was cut by its "
                f"call's limit).")
-    measured = (f"EAGLE-3 {first.speedup:.2f}x plain at {first.label()}, "
+    steps = {r.input_tokens: r.accept_length / r.speedup for r in runs if r.accept_length}
+    detail += ("\n\n**A varying draft** (quality 0.5: its acceptance differs per prompt and position; an H200, "
+               f"`data/{CTX_VARY[0]}`):\n\n" + _context_table(vary)
+               + f"\n\nThe same scenario with the draft whose acceptance depends on each prompt's tokens, nothing "
+               f"injected. Speculation paid at {vary[0].label()} ({vary[0].speedup:.2f}x, accept length "
+               f"{vary[0].accept_length:.2f}) and stopped paying at {vary_cliff.label() if vary_cliff else '-'}, "
+               f"where the prompts of that length accepted {vary_cliff.accept_length if vary_cliff else 0:.2f} a "
+               f"cycle; the gate failed on the device and fails again here: \"{vary_verdict.reason}\". Each length "
+               f"has its own seeded prompts, so the accept lengths are not like for like between lengths. The "
+               f"speedup is the accept length over the cycle's cost in plain steps, and both factors show: the "
+               f"cycle cost {', '.join(f'{r.accept_length / r.speedup:.2f}' for r in vary if r.accept_length)} plain "
+               f"steps at the four lengths on the H200 with this draft, "
+               f"{', '.join(f'{v:.2f}' for v in steps.values())} on the H100 with the exact one: the serial-prefix "
+               f"verify's cost grows with context on both machines. At {vary_cliff.label() if vary_cliff else '-'} "
+               f"a cycle cost {vary_cliff.accept_length / vary_cliff.speedup if vary_cliff else 0:.2f} plain steps "
+               f"and the draft accepted {vary_cliff.accept_length if vary_cliff else 0:.2f}: any accept length above "
+               f"the cost pays, so there the low acceptance sank speculation, where the exact draft's 2.00 would "
+               f"have paid.")
+    measured = (f"the exact draft: EAGLE-3 {first.speedup:.2f}x plain at {first.label()}, "
                 + ", ".join(f"{r.speedup:.2f}x at {r.input_tokens:,}" for r in runs[1:])
                 + f"; accept length {first.accept_length:.2f} throughout; gate up to 4,096: "
-                + ("fails at " + cliff.label() if cliff else "passes"))
-    return Finding(HOLDS if ok else NOT_MET, measured, [rel, f"{CTX}/ctx/benchmark.json", f"{CTX}/commands.txt"],
-                   detail)
+                + ("fails at " + cliff.label() if cliff else "passes")
+                + "; a varying draft: "
+                + ", ".join(f"{r.speedup:.2f}x at {r.input_tokens:,} (accept {r.accept_length:.2f})" for r in vary)
+                + "; gate: " + ("fails at " + vary_cliff.label() if vary_cliff else "passes"))
+    vrel = f"{CTX_VARY[0]}/{CTX_VARY[1]}"
+    return Finding(HOLDS if ok else NOT_MET, measured,
+                   [rel, f"{CTX}/ctx/benchmark.json", f"{CTX}/commands.txt", vrel,
+                    f"{CTX_VARY[0]}/{CTX_VARY[2]}/benchmark.json", f"{CTX_VARY[0]}/commands.txt"], detail)
 
 
 SLOW8 = "2026-12-04-sglang-8b-x1/sgl8b-drift-slow8.json"
