@@ -53,6 +53,20 @@ def sglang_release_sources() -> Finding:
     return Finding(MEASURED, measured, [f"{SOURCES}/sources.json", f"{SOURCES}/sources.md"], detail)
 
 
+def faster(key: dict) -> str | None:
+    """A verdict file key's FASTER words: its own ``faster`` field, or for a file written before the field, the
+    same rule (``specwatch.revisions.rounds.faster_by``) on its change, interval and tolerance."""
+    from specwatch.judge.paired import PairedRounds
+    from specwatch.revisions.rounds import faster_by
+
+    if "faster" in key:
+        return key["faster"]
+    if None in (key["change"], key["low"], key["high"], key["tolerance"]):
+        return None
+    summary = PairedRounds(key["rounds"], 1 + key["change"], 1 + key["low"], 1 + key["high"], key["p"] or 1.0, 0.0)
+    return faster_by(summary, key["higher_is_better"], key["tolerance"])
+
+
 def ladder_tables(data: dict) -> str:
     """The release ladder's tables from its verdict file (``ab-ladder --json``): each pair's keys (change with the
     look's interval, tolerance, verdict), then each check's outcome per release. For the ladder's claim, once a
@@ -63,10 +77,11 @@ def ladder_tables(data: dict) -> str:
     rows = []
     for pair in data["pairs"]:
         for k in pair["keys"]:
+            verdict = k["verdict"].replace("_", " ") + (" (faster beyond the tolerance)" if faster(k) else "")
             rows.append([f"{pair['base']} -> {pair['head']}", k["key"].rsplit("/", 1)[-1],
                          f"{pct(k['change'])} [{pct(k['low'])}, {pct(k['high'])}]",
                          f"±{k['tolerance'] * 100:.1f}%" if k["tolerance"] is not None else "-",
-                         k["verdict"].replace("_", " "), " ".join(pct(r - 1) if r else "-" for r in k["round_ratios"])])
+                         verdict, " ".join(pct(r - 1) if r else "-" for r in k["round_ratios"])])
     parts = [table(["pair", "key", "change [interval]", "tolerance", "verdict", "per round"], rows)]
     if data.get("dropped"):
         parts.append("Dropped (not measured): " + "; ".join(f"{v}: {why}" for v, why in data["dropped"].items()))

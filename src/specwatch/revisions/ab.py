@@ -188,6 +188,10 @@ def report(outcome: Rounds, out: TextIO) -> int:
         print(f"{PREFIX} {k.key}: {k.verdict.replace('_', ' ')}: {k.message}; per round: {ratios}", file=out)
     if shared := _shared_rounds(outcome):
         print(f"{PREFIX} note: {shared}", file=out)
+    for k in outcome.keys:
+        if k.faster:
+            print(f"{PREFIX} FASTER: {k.key}: {k.faster} (not a regression; a change this large is a finding to "
+                  f"explain)", file=out)
     verdict = outcome.verdict
     if verdict == REGRESSION:
         print(f"{PREFIX} REGRESSION: head is slower than base beyond the tolerance, measured in one session",

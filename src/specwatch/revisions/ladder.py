@@ -315,6 +315,11 @@ def report(ladder: Ladder, out: TextIO) -> int:
                             for k in pair.keys)
         print(f"{PREFIX} {rungs[i].name} -> {rungs[ladder.heads[i]].name}: {pair.verdict.replace('_', ' ')} after "
               f"{pair.rounds} round(s): {changes}", file=out)
+    faster = [f"{rungs[i].name} -> {rungs[ladder.heads[i]].name}: {k.key} {k.faster}"
+              for i in sorted(ladder.pairs) for k in ladder.pairs[i].keys if k.faster]
+    if faster:
+        print(f"{PREFIX} faster beyond the tolerance (not a regression; a finding to explain): {'; '.join(faster)}",
+              file=out)
     for i, why in sorted(ladder.dropped.items()):
         print(f"{PREFIX} {rungs[i].name}: DROPPED, not judged ({why}; its log is in {ladder.memo})", file=out)
     for line in outcomes.lines(boots_of(ladder), [r.name for r in rungs], PREFIX):

@@ -144,6 +144,11 @@ class KeyVerdict:
     tolerance: float
     decided_at: int | None = None  # rounds at the look that settled it (None: still open)
 
+    @property
+    def faster(self) -> str | None:
+        """:func:`faster_by`'s words for this key, or None."""
+        return faster_by(self.rounds, self.higher_is_better, self.tolerance)
+
 
 def overall(keys: Sequence[KeyVerdict]) -> str:
     """One verdict for all keys: any regression is one; else any key shown slower is slower (a finding,
@@ -192,6 +197,17 @@ def slower_by(summary: paired.PairedRounds, higher_is_better: bool, tolerance: f
     by, near, far = (1 - summary.ratio, 1 - summary.high, 1 - summary.low) if higher_is_better else (
         summary.ratio - 1, summary.low - 1, summary.high - 1)
     return f"slower by {by:.1%} [{near:.1%}, {far:.1%}]: real, not shown beyond the {tolerance:.1%} tolerance"
+
+
+def faster_by(summary: paired.PairedRounds, higher_is_better: bool, tolerance: float) -> str | None:
+    """'faster by 13.7% [11.7%, 17.0%], beyond the 2.0% tolerance' where the whole interval lies past the tolerance
+    on the good side (a change as large as a regression, the other way: a finding to explain, not a failure); else
+    None."""
+    by, near, far = (summary.ratio - 1, summary.low - 1, summary.high - 1) if higher_is_better else (
+        1 - summary.ratio, 1 - summary.high, 1 - summary.low)
+    if not near > tolerance:
+        return None
+    return f"faster by {by:.1%} [{near:.1%}, {far:.1%}], beyond the {tolerance:.1%} tolerance"
 
 
 def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: float, design: sequential.Design,
