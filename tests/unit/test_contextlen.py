@@ -102,6 +102,20 @@ def test_lengths_are_cut_to_a_real_servers_input_limit() -> None:
     assert len(ids) == 3 and all(len(p) == 1024 for p in ids) and ids == sweep.ids(1024) and ids != sweep.ids(128)
 
 
+def test_each_prompt_ends_in_the_same_tail_at_every_length_after_a_prefix_of_its_own() -> None:
+    """Like for like: prompt i continues the same tokens at 128, 1,024, 1,898 (a real limit's cut) and 4,096 input
+    tokens, so a change of acceptance between lengths is the context's, not the prompt's; a limit below the
+    shortest length keeps the tail's last tokens."""
+    sweep = ContextSweep(output_tokens=128)
+    short = sweep.ids(128)
+    for n in (1024, 1898, 4096):
+        ids = sweep.ids(n)
+        assert [len(p) for p in ids] == [n] * 3 and [p[-128:] for p in ids] == short
+        assert len({tuple(p[:-128]) for p in ids}) == 3  # each prompt's prefix its own
+    assert sweep.ids(64) == [p[-64:] for p in short]
+    assert "each ending in the same 128 tokens at every length" in sweep.describe()
+
+
 def test_a_server_that_never_pays_is_named_at_its_shortest_input() -> None:
     """The reference server on 2 CPU cores (ref-tiny, 128 output tokens: the medians of a run of this test's perf
     test): its draft step costs nearly a target step, so speculation loses at 128 input tokens and pays at 879,
@@ -109,3 +123,24 @@ def test_a_server_that_never_pays_is_named_at_its_shortest_input() -> None:
     runs = [LengthRun(128, (704.0,), (468.5,), 384, 196), LengthRun(879, (189.8,), (401.4,), 384, 191, asked=1024)]
     v = judge(runs, names=("eagle3", "plain"))
     assert v.reason == "speculation stops paying at 128 tokens: 0.67x plain decoding (accept length 1.96)"
+
+
+def test_the_varying_drafts_accept_length_is_the_same_at_every_length_with_shared_tails() -> None:
+    """By the varying draft's construction (docs/validation/sglang_models.py: the target's next token depends on the
+    last one, the draft's guess on the one before), a request's accept length is fixed by its prompt's last token.
+    The 2026-12-05 run's prompts, a different draw at each length, predict exactly the four accept lengths real SGLang
+    measured (1.8373 at 128 tokens, 1.1925 at 1,024: the gate's -35%); the sweep's prompts now predict one value at
+    every length, so only the context can move it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "validation"))
+    import claims  # noqa: F401  (first: it registers its claim modules in the page's order)
+    import claims_acceptance
+    import sglang_models
+
+    old = claims_acceptance.predicted_context_accept([128, 1024, 2048, 3946])
+    assert [round(old[n], 4) for n in (128, 1024, 2048, 3946)] == [1.8373, 1.1925, 1.4066, 1.4328]
+    right, f = sglang_models.right_tokens(0, 0.5), sglang_models.cycle_map(0)
+    sweep = ContextSweep(output_tokens=128)
+    now = {n: sum(sglang_models.walk(f, right, p[-1], 128)[0] for p in sweep.ids(n)) for n in (128, 1024, 2048, 3946)}
+    assert len(set(now.values())) == 1, now

@@ -4,6 +4,12 @@ The same prompts (:class:`ContextSweep`: seeded input ids of each length, in the
 :mod:`specwatch.load.multiturn`) go to the plain and the speculative server, one streamed request at a time, the
 server that is already live first; each length is cut to what the server takes (``/server_info``
 ``max_req_input_len`` less the output). :func:`specwatch.judge.contextlen.judge` builds the table and the verdict.
+
+Prompt ``i`` ends in the same tail at every length (the shortest length's prompt ``i``), after a seeded prefix of
+its own: the lengths differ in how much context comes before, not in what the request continues. A draft's
+acceptance depends on what it continues; with a different prompt at each length, a draft whose acceptance varies
+per prompt read 1.84 at 128 tokens and 1.19 at 1,024 on real SGLang (2026-12-05, an H200), which the accept-drop
+rule cannot tell from a draft that fails past a context length.
 """
 
 from __future__ import annotations
@@ -43,9 +49,18 @@ class ContextSweep:
     prompts: int = 3
     seed: int = 0
 
+    @property
+    def tail(self) -> int:
+        """The tokens every length's prompt ``i`` ends in: the shortest length's whole prompt."""
+        return min(self.lengths)
+
     def ids(self, length: int) -> list[list[int]]:
-        """The prompts of ``length`` input ids."""
-        return [seeded_ids(f"context:{self.seed}:{length}:{i}", length) for i in range(self.prompts)]
+        """The prompts of ``length`` input ids: a seeded prefix of this length's own, then prompt ``i``'s tail
+        (the shortest length's prompt; cut to ``length`` where a server's limit cuts below it)."""
+        tail = min(self.tail, length)
+        return [seeded_ids(f"context:{self.seed}:{length}:{i}", length - tail)
+                + seeded_ids(f"context:{self.seed}:tail:{i}", self.tail)[self.tail - tail:]
+                for i in range(self.prompts)]
 
     def fit(self, limit: int) -> tuple[list[tuple[int, int]], str]:
         """``(measured, asked)`` lengths under an input limit of ``limit`` tokens (each cut to ``limit`` less the
@@ -62,7 +77,8 @@ class ContextSweep:
 
     def describe(self) -> str:
         return (f"{self.prompts} prompt(s) of seeded input ids at each of {', '.join(f'{n:,}' for n in self.lengths)} "
-                f"tokens, {self.output_tokens} output tokens each, one streamed request at a time")
+                f"tokens, each ending in the same {self.tail:,} tokens at every length, {self.output_tokens} output "
+                f"tokens each, one streamed request at a time")
 
 
 #: the sweep by default
