@@ -79,6 +79,17 @@ def sglang_8b_accept_sources_vary() -> Finding:
 
 
 #: the cache-life runs: (the check's output, the draft, the GPU)
+def predicted_cycles(prompts: list[list[int]], output_tokens: int, seed: int = 0, quality: float = 0.5) -> int:
+    """The verify cycles a real server of the varying draft (``sglang_models.py --draft-profile varying``) must count
+    over ``prompts``, each run greedily to ``output_tokens``: walked from each prompt's last token alone
+    (``sglang_models.walk``: the target's next token depends only on the last one, the draft's first guess only on
+    the token before), whatever came before it and whatever the cache holds."""
+    import sglang_models
+
+    right, f = sglang_models.right_tokens(seed, quality), sglang_models.cycle_map(seed)
+    return sum(sglang_models.walk(f, right, ids[-1], output_tokens)[0] for ids in prompts)
+
+
 CACHE_LIFE = ((f"{ACC}/sgl8b-cache-life.txt", "the exact draft (2.00)", "H200"),
               ("2026-12-06-sglang-8b-cache-life-x1-2/sgl8b-cache-life-vary.txt",
                "a varying draft (quality 0.5: per prompt and position)", "H100"))
@@ -118,7 +129,22 @@ def sglang_8b_cache_life() -> Finding:
                    "servers, the varying draft with an accept length (1.59) that no constant could match by chance; "
                    "the failing side is the reference server's --ref-fault-stale-draft in CI. History: "
                    "[changelog section 20](changelog.md#section-20), [section 23](changelog.md#section-23).")
-    ok = all(r[3] for r in runs)
+    from specwatch.checks.cache_life import GREEDY_SET
+
+    # the varying draft's run: every pass's verify cycles against what the set's prompts predict (the set is the
+    # check's default: 8 prompts x 512 ids, 128 output tokens each)
+    expect = predicted_cycles(GREEDY_SET.ids(), GREEDY_SET.output_tokens)
+    vary = next(r for r in runs if r[1].startswith("a varying draft"))
+    counted = [int(p[3].replace(",", "")) for p in vary[4]]
+    as_built = len(counted) == 3 and all(c == expect for c in counted)
+    details.append(f"**What the varying draft must count.** Its construction fixes each request's verify cycles by "
+                   f"its prompt's last token alone (`sglang_models.walk`): {expect} over the set. The server counted "
+                   f"{', '.join(map(str, counted))} in the three passes "
+                   f"({'each exactly that' if as_built else 'not that'}): the engine accepted what the draft was "
+                   f"built to, before the cache moved, after and after the flush.")
+    measured.append(f"the varying draft's verify cycles {'equal' if as_built else 'differ from'} the {expect} its "
+                    f"construction predicts in every pass")
+    ok = all(r[3] for r in runs) and as_built
     return Finding(HOLDS if ok else NOT_MET, ". ".join(measured),
                    [r[0] for r in runs] + [f"{ACC}/commands.txt"], "\n\n".join(details))
 
@@ -171,17 +197,11 @@ def predicted_context_accept(lengths, prompts: int = 3, output_tokens: int = 128
     (``sglang_models.walk``: the target's next token depends only on the last one, the draft's first guess only on
     the token before). The run's prompts were a different seeded draw at each length (the sweep's layout before
     each prompt ended in a shared tail): ``seeded_ids("context:<seed>:<length>:<i>", length)``."""
-    import sglang_models
-
     from specwatch.load.multiturn import seeded_ids
 
-    right, f = sglang_models.right_tokens(seed, quality), sglang_models.cycle_map(seed)
-    out = {}
-    for n in lengths:
-        cycles = sum(sglang_models.walk(f, right, seeded_ids(f"context:{seed}:{n}:{i}", n)[-1], output_tokens)[0]
-                     for i in range(prompts))
-        out[n] = prompts * output_tokens / cycles
-    return out
+    return {n: prompts * output_tokens / predicted_cycles(
+        [seeded_ids(f"context:{seed}:{n}:{i}", n) for i in range(prompts)], output_tokens, seed, quality)
+        for n in lengths}
 
 
 def _context_table(runs) -> str:
