@@ -100,3 +100,28 @@ def test_the_validation_page_reads_faster_from_a_verdict_file_written_before_the
     (key,) = _outcome(KEY, recorded["round_ratios"], True).keys
     assert claims_sglang_releases.faster(recorded) == verdictfile.key_json(key)["faster"] == key.faster
     assert claims_sglang_releases.faster(next(k for k in _pair("eagle3-8b-0.5.12")["keys"] if k["key"] == KEY)) is None
+
+
+def _memo_rounds(release: str) -> list:
+    from specwatch.revisions.step import samples_of
+
+    memo = LADDER.parent / "memo"
+    return [samples_of(next(memo.glob(f"*/ladder-*-eagle3-8b-{release}-*-r{n}.results.json"))) for n in (1, 2)]
+
+
+def test_a_pair_whose_sides_differ_in_noise_is_noted_from_the_boots_own_samples() -> None:
+    """The ladder's real boots: 0.5.13's 12 requests spread 1.10% and 0.22% (MAD over median) in its two boots,
+    0.5.14's 0.02% and 0.06%; the round history (0.7%, from 0.5.16 runs) understated that pair, whose round 2
+    (+9.7%) fell outside its round-1 interval. 0.5.14 -> 0.5.15.post1, both quiet, gets no note."""
+    plans = {KEY: plan_key(KEY, RoundSpread.for_class(STORE, "h200x1"), SETTINGS.design, None)}
+    base, head = _memo_rounds("0.5.13"), _memo_rounds("0.5.14")
+    key = next(k for k in rounds.judge(base, head, SETTINGS, plans) if k.key == KEY)
+    assert key.base_jitter == pytest.approx(0.0066, abs=0.0002) and key.head_jitter == pytest.approx(0.0004, abs=1e-4)
+    assert key.uneven is not None and key.uneven.startswith("base varies 0.66% from sample to sample within a boot, "
+                                                            "head 0.04%")
+    out = io.StringIO()
+    ab.report(rounds.Rounds([key], 2, plans=plans), out)
+    assert f"[ab] note: {KEY}: base varies 0.66%" in out.getvalue()
+    assert verdictfile.key_json(key)["uneven"] == key.uneven
+    quiet = rounds.judge(_memo_rounds("0.5.14"), _memo_rounds("0.5.15.post1"), SETTINGS, plans)
+    assert all(k.uneven is None for k in quiet)

@@ -189,6 +189,9 @@ def report(outcome: Rounds, out: TextIO) -> int:
     if shared := _shared_rounds(outcome):
         print(f"{PREFIX} note: {shared}", file=out)
     for k in outcome.keys:
+        if k.uneven:
+            print(f"{PREFIX} note: {k.key}: {k.uneven}", file=out)
+    for k in outcome.keys:
         if k.faster:
             print(f"{PREFIX} FASTER: {k.key}: {k.faster} (not a regression; a change this large is a finding to "
                   f"explain)", file=out)

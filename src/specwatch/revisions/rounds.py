@@ -143,11 +143,49 @@ class KeyVerdict:
     message: str
     tolerance: float
     decided_at: int | None = None  # rounds at the look that settled it (None: still open)
+    #: each side's spread from sample to sample within a boot (median absolute deviation over the median, the
+    #: median over its rounds); None where not measured
+    base_jitter: float | None = None
+    head_jitter: float | None = None
+
+    @property
+    def uneven(self) -> str | None:
+        """Words for sides whose noise within a boot differs ``UNEVEN`` times or more (the noisier one above
+        ``UNEVEN_FLOOR``), or None: the round history, measured on other pairs, may then understate this pair's
+        round-to-round spread, and the interval be too narrow."""
+        if self.base_jitter is None or self.head_jitter is None:
+            return None
+        low, high = sorted((self.base_jitter, self.head_jitter))
+        if high < UNEVEN_FLOOR or high < UNEVEN * low:
+            return None
+        noisy, calm = ("base", "head") if self.base_jitter > self.head_jitter else ("head", "base")
+        return (f"{noisy} varies {high:.2%} from sample to sample within a boot, {calm} {low:.2%}: the sides differ "
+                f"in noise, so the round spread it was judged at (from other runs) may understate this pair's, and "
+                f"its interval be too narrow; more rounds would show it")
 
     @property
     def faster(self) -> str | None:
         """:func:`faster_by`'s words for this key, or None."""
         return faster_by(self.rounds, self.higher_is_better, self.tolerance)
+
+
+#: sides whose sample-to-sample spread within a boot differs this many times are uneven (:attr:`KeyVerdict.uneven`)
+UNEVEN = 5.0
+#: ... when the noisier side's spread is at least this (below it, both are quiet)
+UNEVEN_FLOOR = 0.002
+
+
+def jitter(rounds_of: Sequence[Found], key: str) -> float | None:
+    """A side's spread of ``key`` from sample to sample within a boot: each round's median absolute deviation over
+    its median, the median over the rounds (None when a round has fewer than 3 samples or a median of 0)."""
+    spreads = []
+    for found in rounds_of:
+        samples = found[key][0]
+        mid = statistics.median(samples) if len(samples) >= 3 else 0.0
+        if not mid:
+            return None
+        spreads.append(statistics.median(abs(x - mid) for x in samples) / abs(mid))
+    return statistics.median(spreads) if spreads else None
 
 
 def overall(keys: Sequence[KeyVerdict]) -> str:
@@ -306,7 +344,8 @@ def judge(base_rounds: Sequence[Found], head_rounds: Sequence[Found], settings: 
         head_all = [x for r in head_rounds for x in r[key][0]]
         message = _message(why, summary, plan, ratios, decided, len(ratios), design)
         out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
-                              len(head_all), summary, ratios, verdict, message, plan.tolerance, decided))
+                              len(head_all), summary, ratios, verdict, message, plan.tolerance, decided,
+                              jitter(base_rounds, key), jitter(head_rounds, key)))
     return out
 
 

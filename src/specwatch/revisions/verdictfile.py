@@ -43,13 +43,14 @@ def _num(x: float | None) -> float | None:
 def key_json(k: KeyVerdict) -> dict[str, Any]:
     """One judged key: head/base ratio with its interval at the settling look (``change``/``low``/``high`` as
     fractions), the tolerance, the verdict and its words, every round's ratio; ``faster``: the words of a change
-    whose interval lies past the tolerance on the good side, else null (added in layout 1, a field more)."""
+    whose interval lies past the tolerance on the good side, else null; ``uneven``: the words of sides whose noise
+    within a boot differs five times or more, else null (both added in layout 1, fields more)."""
     r = k.rounds
     return {"key": k.key, "unit": k.unit, "higher_is_better": k.higher_is_better, "verdict": k.verdict,
             "change": _num(r.ratio - 1), "low": _num(r.low - 1), "high": _num(r.high - 1), "p": _num(r.p),
             "tolerance": _num(k.tolerance), "base_median": _num(k.base_median), "head_median": _num(k.head_median),
             "rounds": r.rounds, "decided_at": k.decided_at, "round_ratios": [_num(x) for x in k.round_ratios],
-            "message": k.message, "faster": k.faster}
+            "message": k.message, "faster": k.faster, "uneven": k.uneven}
 
 
 def pair_json(base: str, head: str, pair: Rounds) -> dict[str, Any]:
