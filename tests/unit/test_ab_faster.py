@@ -112,7 +112,8 @@ def _memo_rounds(release: str) -> list:
 def test_a_pair_whose_sides_differ_in_noise_is_noted_from_the_boots_own_samples() -> None:
     """The ladder's real boots: 0.5.13's 12 requests spread 1.10% and 0.22% (MAD over median) in its two boots,
     0.5.14's 0.02% and 0.06%; the round history (0.7%, from 0.5.16 runs) understated that pair, whose round 2
-    (+9.7%) fell outside its round-1 interval. 0.5.14 -> 0.5.15.post1, both quiet, gets no note."""
+    (+9.7%) fell outside its round-1 interval. Such a key is noted and not settled before round 2.
+    0.5.14 -> 0.5.15.post1, both quiet, gets no note and settles after round 1, as on the device."""
     plans = {KEY: plan_key(KEY, RoundSpread.for_class(STORE, "h200x1"), SETTINGS.design, None)}
     base, head = _memo_rounds("0.5.13"), _memo_rounds("0.5.14")
     key = next(k for k in rounds.judge(base, head, SETTINGS, plans) if k.key == KEY)
@@ -123,5 +124,13 @@ def test_a_pair_whose_sides_differ_in_noise_is_noted_from_the_boots_own_samples(
     ab.report(rounds.Rounds([key], 2, plans=plans), out)
     assert f"[ab] note: {KEY}: base varies 0.66%" in out.getvalue()
     assert verdictfile.key_json(key)["uneven"] == key.uneven
+    # not settled on the round history alone: round 1 leaves it open, round 2 settles it, and still faster
+    assert key.decided_at == 2 and key.verdict == rounds.NO_REGRESSION and key.rounds.rounds == 2
+    assert key.faster is not None and key.faster.startswith("faster by 11.7% [")  # +13.7% and +9.7%, pooled
+    (first,) = [k for k in rounds.judge(base[:1], head[:1], SETTINGS, plans) if k.key == KEY]
+    assert first.verdict == rounds.UNSURE and first.decided_at is None
+    assert "not settled before round 2: base varies 1.10% from sample to sample within a boot, head 0.02%" in \
+        first.message, first.message
     quiet = rounds.judge(_memo_rounds("0.5.14"), _memo_rounds("0.5.15.post1"), SETTINGS, plans)
     assert all(k.uneven is None for k in quiet)
+    assert next(k for k in quiet if k.key == KEY).decided_at == 1  # as the device settled it

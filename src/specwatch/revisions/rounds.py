@@ -150,18 +150,8 @@ class KeyVerdict:
 
     @property
     def uneven(self) -> str | None:
-        """Words for sides whose noise within a boot differs ``UNEVEN`` times or more (the noisier one above
-        ``UNEVEN_FLOOR``), or None: the round history, measured on other pairs, may then understate this pair's
-        round-to-round spread, and the interval be too narrow."""
-        if self.base_jitter is None or self.head_jitter is None:
-            return None
-        low, high = sorted((self.base_jitter, self.head_jitter))
-        if high < UNEVEN_FLOOR or high < UNEVEN * low:
-            return None
-        noisy, calm = ("base", "head") if self.base_jitter > self.head_jitter else ("head", "base")
-        return (f"{noisy} varies {high:.2%} from sample to sample within a boot, {calm} {low:.2%}: the sides differ "
-                f"in noise, so the round spread it was judged at (from other runs) may understate this pair's, and "
-                f"its interval be too narrow; more rounds would show it")
+        """:func:`uneven_sides`' words for this key, or None."""
+        return uneven_sides(self.base_jitter, self.head_jitter)
 
     @property
     def faster(self) -> str | None:
@@ -173,6 +163,20 @@ class KeyVerdict:
 UNEVEN = 5.0
 #: ... when the noisier side's spread is at least this (below it, both are quiet)
 UNEVEN_FLOOR = 0.002
+
+
+def uneven_sides(base: float | None, head: float | None) -> str | None:
+    """Words for sides whose noise within a boot differs ``UNEVEN`` times or more (the noisier one at least
+    ``UNEVEN_FLOOR``), or None: the round history, measured on other runs, may then understate this pair's
+    round-to-round spread, so such a key is not settled before its second round (:func:`judge`)."""
+    if base is None or head is None:
+        return None
+    low, high = sorted((base, head))
+    if high < UNEVEN_FLOOR or high < UNEVEN * low:
+        return None
+    noisy, calm = ("base", "head") if base > head else ("head", "base")
+    return (f"{noisy} varies {high:.2%} from sample to sample within a boot, {calm} {low:.2%}: the sides differ in "
+            f"noise, so the round spread from other runs may understate this pair's")
 
 
 def jitter(rounds_of: Sequence[Found], key: str) -> float | None:
@@ -278,15 +282,19 @@ def judge_ratios(ratios: Sequence[float], higher_is_better: bool, tolerance: flo
 
 
 def judge_key(ratios: Sequence[float], higher_is_better: bool, plan: KeyPlan,
-              design: sequential.Design) -> tuple[paired.PairedRounds, str, str, int | None]:
+              design: sequential.Design, settle_from: int = 1,
+              why_later: str = "") -> tuple[paired.PairedRounds, str, str, int | None]:
     """(summary, verdict, reason, settled at) of one key: its looks replayed in order, settled at the
-    first that crosses a boundary; open (unsure) when none does."""
+    first that crosses a boundary; open (unsure) when none does. ``settle_from``: no look before this round
+    settles it (``why_later`` says why, when that leaves it open)."""
     found = None
     for n in range(design.first, min(len(ratios), design.last) + 1):
         found = judge_ratios(ratios[:n], higher_is_better, plan.tolerance, design, plan.pooled_prior)
-        if found[1] != UNSURE:
+        if found[1] != UNSURE and n >= settle_from:
             return (*found, n)
     assert found is not None
+    if found[1] != UNSURE:  # crossed a boundary before settle_from: open, and why
+        return found[0], UNSURE, f"{found[2]}; not settled before round {settle_from}: {why_later}", None
     return (*found, None)
 
 
@@ -339,13 +347,15 @@ def judge(base_rounds: Sequence[Found], head_rounds: Sequence[Found], settings: 
         if len(ratios) < design.first:
             continue
         plan = (plans or {}).get(key) or plan_key(key, None, design, settings.tolerance)
-        summary, verdict, why, decided = judge_key(ratios, higher, plan, design)
+        noise = jitter(base_rounds, key), jitter(head_rounds, key)
+        words = uneven_sides(*noise)
+        summary, verdict, why, decided = judge_key(ratios, higher, plan, design, 2 if words else 1,
+                                                   f"{words}, so its spread is measured on this pair first")
         base_all = [x for r in base_rounds for x in r[key][0]]
         head_all = [x for r in head_rounds for x in r[key][0]]
         message = _message(why, summary, plan, ratios, decided, len(ratios), design)
         out.append(KeyVerdict(key, unit, higher, statistics.median(base_all), statistics.median(head_all),
-                              len(head_all), summary, ratios, verdict, message, plan.tolerance, decided,
-                              jitter(base_rounds, key), jitter(head_rounds, key)))
+                              len(head_all), summary, ratios, verdict, message, plan.tolerance, decided, *noise))
     return out
 
 
