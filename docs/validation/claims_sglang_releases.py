@@ -62,7 +62,7 @@ def faster(key: dict) -> str | None:
 
     if "faster" in key:
         return key["faster"]
-    if None in (key["change"], key["low"], key["high"], key["tolerance"]):
+    if key["verdict"] != "no_regression" or None in (key["change"], key["low"], key["high"], key["tolerance"]):
         return None
     summary = PairedRounds(key["rounds"], 1 + key["change"], 1 + key["low"], 1 + key["high"], key["p"] or 1.0, 0.0)
     return faster_by(summary, key["higher_is_better"], key["tolerance"])

@@ -129,6 +129,7 @@ def test_a_pair_whose_sides_differ_in_noise_is_noted_from_the_boots_own_samples(
     assert key.faster is not None and key.faster.startswith("faster by 11.7% [")  # +13.7% and +9.7%, pooled
     (first,) = [k for k in rounds.judge(base[:1], head[:1], SETTINGS, plans) if k.key == KEY]
     assert first.verdict == rounds.UNSURE and first.decided_at is None
+    assert first.faster is None  # its round-1 interval lies past +2%, but an open key reports no FASTER
     assert "not settled before round 2: base varies 1.10% from sample to sample within a boot, head 0.02%" in \
         first.message, first.message
     quiet = rounds.judge(_memo_rounds("0.5.14"), _memo_rounds("0.5.15.post1"), SETTINGS, plans)

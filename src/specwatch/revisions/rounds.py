@@ -155,7 +155,10 @@ class KeyVerdict:
 
     @property
     def faster(self) -> str | None:
-        """:func:`faster_by`'s words for this key, or None."""
+        """:func:`faster_by`'s words for this key once settled "no regression", else None (an open key's interval
+        is not yet one to report)."""
+        if self.verdict != NO_REGRESSION:
+            return None
         return faster_by(self.rounds, self.higher_is_better, self.tolerance)
 
 
