@@ -73,6 +73,8 @@ SETTINGS: dict[str, str] = {
     "max_rounds": "4",
     "max_rounds_fa3": "2",
     "sweep_draft": "exact",  # sglang-8b-sweep-x1: the EAGLE-3 draft, "exact" (2.00), "vary" (1.50) or "q0" (1.00)
+    "sweep_levels": "1,4,16,48",  # sglang-8b-sweep-x1: the concurrency levels swept
+    "sweep_graphs": "on",  # sglang-8b-sweep-x1: "off" leaves out the two verify-graph checks after the sweep
     "tolerance": "",  # ab: empty for ab's default (each key's own, from its recorded round spread)
     "alpha": "",  # ab: empty for ab's default
     "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
@@ -787,6 +789,7 @@ def sglang_8b_acceptance_x1(p: Plan) -> None:
 
 
 SGL8B_VARY = "/tmp/sgl/models8b-vary"  # a varying draft for the 8b target: engine-wide 1.50, single requests 1.02-2.00
+SGL8B_CTX = "/tmp/sgl/models8b-ctx"  # a draft right for contexts under 1,536 tokens, wrong past them (issue 6783)
 SGL8B_Q92 = "/tmp/sgl/models8b-q92"  # a varying draft at the seeds' 1.92 (single requests 1.74-2.00)
 ACCEPT_TESTS = ("tests/correctness/test_accept_length.py", "tests/correctness/test_acceptance_concurrency.py")
 
@@ -984,8 +987,9 @@ def sglang_8b_acceptance_all_x1(p: Plan) -> None:
 
 def _draft_models(p: Plan, draft: str) -> tuple[list[Step], str]:
     """The steps that make the EAGLE-3 draft ``draft`` names ("exact": accept length 2.00; "vary": 1.50, varying
-    per prompt; "q0": 1.00, a dead draft) beside the 8b target, and the folder it is written to."""
-    dests = {"exact": SGL8B_MODELS, "vary": SGL8B_VARY, "q0": SGL8B_Q0}
+    per prompt; "q0": 1.00, a dead draft; "ctx": 2.00 for contexts under 1,536 tokens, 1.00 past them) beside the
+    8b target, and the folder it is written to."""
+    dests = {"exact": SGL8B_MODELS, "vary": SGL8B_VARY, "q0": SGL8B_Q0, "ctx": SGL8B_CTX}
     if draft not in dests:
         raise SystemExit(f"harness: sweep_draft must be one of {', '.join(dests)}, got {draft!r}")
     models = [_sgl8b_models(p)]
@@ -994,6 +998,10 @@ def _draft_models(p: Plan, draft: str) -> tuple[list[Step], str]:
     elif draft == "q0":
         models.append(Step("sgl8b-models-q0", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_Q0,
                                                "--draft-quality", "0", "--if-missing"], 150, "0"))
+    elif draft == "ctx":
+        models.append(Step("sgl8b-models-ctx", [p.py, "docs/validation/sglang_models.py", "--shape", "8b", SGL8B_CTX,
+                                                "--draft-profile", "context", "--draft-context", "1536",
+                                                "--target-from", SGL8B_MODELS, "--if-missing"], 150, "0"))
     return models, dests[draft]
 
 
@@ -1027,6 +1035,23 @@ def sglang_8b_context_x1(p: Plan) -> None:
                            "tests/perf/test_throughput.py", "-k", "context or (drift and decode)",
                            "--specwatch-yardstick=off", "--update-baselines", "--specwatch-context-gate-until=4096",
                            f"--specwatch-profiles={prof}", gpu="0", baselines=f"{p.rel(p.run)}/baselines")]]]
+
+
+def sglang_8b_context_fault_x1(p: Plan) -> None:
+    """Real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU, a fault built into the draft's weights and
+    nothing else: the context-length table (gated up to 4,096) with the draft whose first guess turns wrong past
+    1,536 tokens of context (``sweep_draft=ctx``; its made.json predicts the accept length at each length), expected
+    to fail naming the length and the accept length's fall; then acceptance over the cache's life with the varying
+    draft (healthy, on this machine). About 275 s and 130 s."""
+    ctx, ctx_dest = _draft_models(p, "ctx")
+    vary, vary_dest = _draft_models(p, "vary")
+    p.stages = [[[_sglang_setup(p, "--if-missing"), *ctx, vary[-1],
+                  p.pytest("sgl8b-context-ctx", 330, "-m", "perf", "tests/perf/test_context_length.py",
+                           "--specwatch-yardstick=off", "--specwatch-context-gate-until=4096",
+                           f"--specwatch-profiles={_draft_profile(p, 'ctx', ctx_dest)}", gpu="0"),
+                  p.pytest("sgl8b-cache-life-vary", 200, "-m", "correctness",
+                           "tests/correctness/test_acceptance_cache_life.py", "--specwatch-acceptance-soak=6",
+                           f"--specwatch-profiles={_draft_profile(p, 'vary', vary_dest)}", gpu="0")]]]
 
 
 def sglang_8b_bench_serving_x1(p: Plan) -> None:
@@ -1064,14 +1089,22 @@ def sglang_8b_sweep_x1(p: Plan) -> None:
     captured up to 16, it passes. One draft a call: four boots of 55-75 s and about four minutes of load (5 runs a
     side and level; the 2026-12-05 sweep ran 3 in 292 s, and its graph step, all five checks, was cut at 200 s)."""
     models, dest = _draft_models(p, p.s["sweep_draft"])
+    try:
+        levels = [int(c) for c in p.s["sweep_levels"].split(",")]
+    except ValueError:
+        raise SystemExit(f"harness: sweep_levels must be concurrencies like 1,4,16,48, got {p.s['sweep_levels']!r}")
+    if not levels or min(levels) < 1 or p.s["sweep_graphs"] not in ("on", "off"):
+        raise SystemExit(f"harness: sweep_levels {p.s['sweep_levels']!r} must be positive concurrencies and "
+                         f"sweep_graphs on or off, got {p.s['sweep_graphs']!r}")
+    workload = SWEEP_WORKLOAD.replace("concurrency = [1, 4, 16, 48]", f"concurrency = {levels}")
     swept = p.profile(SGL8B_PERF, f"8b-sweep-{p.s['sweep_draft']}",
                       replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),
-                               (r"^\[workload\][^\[]*", SWEEP_WORKLOAD + "\n")))
+                               (r"^\[workload\][^\[]*", workload + "\n")))
+    graph = [p.pytest(f"sgl8b-graphs-{p.s['sweep_draft']}", 200, "-m", "correctness",
+                      "tests/correctness/test_verify_graphs.py", "-k", "captured_sizes",
+                      f"--specwatch-profiles={swept}", gpu="0")] if p.s["sweep_graphs"] == "on" else []
     p.stages = [[[_sglang_setup(p, "--if-missing"), *models,
-                  _sweep(p, f"sgl8b-sweep-{p.s['sweep_draft']}", swept, 450, "0"),
-                  p.pytest(f"sgl8b-graphs-{p.s['sweep_draft']}", 200, "-m", "correctness",
-                           "tests/correctness/test_verify_graphs.py", "-k", "captured_sizes",
-                           f"--specwatch-profiles={swept}", gpu="0")]]]
+                  _sweep(p, f"sgl8b-sweep-{p.s['sweep_draft']}", swept, 570 if not graph else 450, "0"), *graph]]]
 
 
 def _copy_baselines(cls: str) -> Callable[[Path, dict[str, str]], str]:
@@ -1224,6 +1257,10 @@ SCENARIOS = {s.name: s for s in (
     Scenario("sglang-8b-context-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the context-length "
              "table gated up to 4,096 tokens, and both servers' single-stream decode recorded", "(new: issue 43)",
              sglang_8b_context_x1),
+    Scenario("sglang-8b-context-fault-x1", "real SGLang 0.5.16 at Llama-3.1-8B's sizes alone on one GPU: the "
+             "context-length table with a draft whose acceptance falls past 1,536 tokens (built into its weights: "
+             "expected to fail naming it), then the cache-life check with the varying draft", "(new: issue 43, item 7)",
+             sglang_8b_context_fault_x1),
     Scenario("sglang-8b-bench-serving-x1", "real SGLang 0.5.16 + EAGLE-3 at Llama-3.1-8B's sizes alone on one GPU: "
              "specwatch and SGLang's bench_serving on one live server, the same prompts, lengths and concurrency "
              "(1, 4, 8), side by side with specwatch compare-bench", "(new: issue 45)", sglang_8b_bench_serving_x1),

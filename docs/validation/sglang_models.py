@@ -54,6 +54,17 @@ the engine-wide accept length (SGLang's pooled ``Σ committed / Σ verify``) of 
 higher (a request that accepts more takes fewer verify cycles, so it weighs less in the pooled value).
 ``made.json`` then holds the right tokens and each prompt end's expected ``spec_verify_ct`` and
 ``spec_num_correct_drafts`` at 48 and 256 new tokens (:func:`walk`), with their means both ways.
+Acceptance that falls past a context length (``--draft-profile context --draft-context N``, the fault of SGLang
+issue 6783: a draft that stops paying on long inputs), built into the midlayer's attention and nothing else. Each
+KV head reads one ``head_dim`` slice of the normalized target state; its query and key are that state through a
+projection fitted so that every ordinary token's key has the same norm, so a key scores ``S`` against its own
+query (no rotation at distance 0) and about N(0, (S / sqrt(head_dim))^2) against any other: the weight a query
+gives itself is ``w(n) = e^S / (e^S + n e^(sigma^2 / 2))`` over ``n`` keys, the same for every token. The head
+writes ``-G`` times the slice it attended to back into the residual, and the draft's ``lm_head`` row of the right
+guess is ``-E_lo[a]`` (the slices' part of the embedding), the wrong guess's ``+E_lo[a]``: the first guess is right
+while ``G w(n) > 1``, i.e. for contexts shorter than ``N`` (``G = 1 + N e^(sigma^2/2) / e^S``), and wrong past it.
+:func:`context_rights` runs that midlayer on a token sequence (float32 over the bf16 weights, as written) and says
+where the first guess is right; ``made.json`` holds its predicted accept length for the context check's prompts.
 ``--target-from DIR`` writes only the draft, for the target that an earlier call made in DIR (same shape and
 seed, read from its files, not rewritten): two drafts beside one 13 GiB target.
 """
@@ -122,7 +133,7 @@ def cycle_map(seed: int) -> list[int]:
     return f
 
 
-DRAFT_PROFILES = ("uniform", "varying")
+DRAFT_PROFILES = ("uniform", "varying", "context")
 FIT_TOKENS = 256  # the request length at which a varying draft's engine-wide accept length is fitted (the perf runs')
 EXPECTED_TOKENS = (48, 256)  # the request lengths made.json tabulates (the correctness checks', the perf runs')
 
@@ -195,6 +206,161 @@ def expected(seed: int, right: list[bool]) -> dict[str, object]:
     return out
 
 
+CONTEXT_SELF_SCORE = 8.0  # S: a key's attention score against its own query (the context draft)
+CONTEXT_FIT_STEPS = 300  # Adam steps that give every ordinary token's key the same norm (sd 0.03% after them)
+
+
+def _rms(x: object) -> object:
+    """SGLang's RMSNorm with weight 1 (eps 1e-5), in float32."""
+    import torch
+
+    assert isinstance(x, torch.Tensor)
+    x = x.float()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+
+
+def context_gain(sh: Shape, n_context: int, self_score: float = CONTEXT_SELF_SCORE) -> float:
+    """``G``: the head's gain at which the first guess turns wrong at ``n_context`` keys (``G w(n) = 1``)."""
+    import math
+
+    sigma = self_score / math.sqrt(sh.head_dim)
+    return 1.0 + n_context * math.exp(sigma * sigma / 2) / math.exp(self_score)
+
+
+def context_weights(emb: object, sh: Shape, f: list[int], n_context: int,
+                    self_score: float = CONTEXT_SELF_SCORE) -> dict[str, object]:
+    """The context draft's midlayer attention (``midlayer.self_attn.*``) and ``lm_head``, for the target embedding
+    ``emb`` (float32, on the device it was drawn on); the module's docstring says how they work."""
+    import math
+
+    import torch
+
+    assert isinstance(emb, torch.Tensor)
+    H, hd, heads, kv = sh.hidden, sh.head_dim, sh.heads, sh.kv_heads
+    if kv * hd > H:
+        raise ValueError(f"shape {sh.name}: {kv} KV heads of {hd} exceed the hidden size {H}")
+    dev, bf = emb.device, torch.bfloat16
+    normed = _rms(emb[FIRST_ORDINARY:]).to(bf).float()
+    proj = torch.zeros(kv, hd, H, device=dev)
+    for g in range(kv):  # start from the slice itself, then even out the keys' norms over the ordinary tokens
+        proj[g, :, g * hd:(g + 1) * hd] = torch.eye(hd, device=dev)
+    proj.requires_grad_(True)
+    opt = torch.optim.Adam([proj], lr=1e-3)
+    for _ in range(CONTEXT_FIT_STEPS):
+        norms = (normed @ proj.transpose(1, 2)).pow(2).sum(-1) / hd
+        loss = (norms - 1).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    root = math.sqrt(self_score / math.sqrt(hd))  # q . k / sqrt(hd) = S for a key against itself
+    qk = (proj.detach() * root).reshape(kv * hd, H)
+    gain = context_gain(sh, n_context, self_score)
+    q = torch.zeros(heads * hd, 2 * H, device=dev)
+    k = torch.zeros(kv * hd, 2 * H, device=dev)
+    v = torch.zeros(kv * hd, 2 * H, device=dev)
+    o = torch.zeros(H, heads * hd, device=dev)
+    per = heads // kv
+    k[:, H:] = qk
+    v[:, H:H + kv * hd] = torch.eye(kv * hd, device=dev)
+    for h in range(heads):
+        g = h // per
+        q[h * hd:(h + 1) * hd, H:] = qk[g * hd:(g + 1) * hd]
+        o[g * hd:(g + 1) * hd, h * hd:(h + 1) * hd] = -gain / per * torch.eye(hd, device=dev)
+    low = torch.zeros_like(emb)
+    low[:, :kv * hd] = emb[:, :kv * hd]
+    order = list(range(FIRST_ORDINARY, VOCAB))  # any fixed pairing: a's wrong guess is the next token's right one
+    head = torch.zeros(VOCAB, H, device=dev)
+    for a, b in zip(order, order[1:] + order[:1], strict=True):
+        head[f[f[a]]] -= low[a]  # right while the head's write outweighs the residual (short contexts)
+        head[f[f[b]]] += low[a]  # wrong past it: a guess of the full slice norm
+    return {"midlayer.self_attn.q_proj.weight": q.to(bf), "midlayer.self_attn.k_proj.weight": k.to(bf),
+            "midlayer.self_attn.v_proj.weight": v.to(bf), "midlayer.self_attn.o_proj.weight": o.to(bf),
+            "lm_head.weight": head.to(bf), "gain": gain}
+
+
+def _rope(x: object, pos: object, head_dim: int, base: float = 10000.0) -> object:
+    """Neox-style rotary embedding (SGLang's Llama) of ``x`` (tokens, heads, head_dim) at positions ``pos``."""
+    import torch
+
+    assert isinstance(x, torch.Tensor) and isinstance(pos, torch.Tensor)
+    half = head_dim // 2
+    inv = base ** (-torch.arange(0, half, dtype=torch.float64, device=x.device) * 2 / head_dim)
+    ang = pos[:, None].double() * inv[None]
+    cos, sin = torch.cos(ang).float()[:, None], torch.sin(ang).float()[:, None]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+
+def context_rights(emb: object, weights: dict[str, object], sh: Shape, f: list[int], tokens: list[int],
+                   queries: list[int]) -> list[bool]:
+    """Per query position ``i`` (of ``tokens``, a prompt and its greedy continuation): is the draft's first guess
+    right, computed as SGLang's EAGLE-3 midlayer computes it from these weights: its input at key ``j`` is
+    ``[norm(E[x_j+1]), norm(E[x_j])]``, the query at ``i`` attends causally to keys ``0..i``, and the guess is the
+    argmax of ``lm_head . norm(E[x_i] + o_proj(attention))``; right when it is ``f(f(x_i))``."""
+    import torch
+
+    assert isinstance(emb, torch.Tensor)
+    hd, heads, kv = sh.head_dim, sh.heads, sh.kv_heads
+    wq, wk, wv, wo, head = (weights[n].float() for n in (  # type: ignore[union-attr]
+        "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
+        "midlayer.self_attn.o_proj.weight", "lm_head.weight"))
+    dev = emb.device
+    ids = torch.tensor(tokens, device=dev)
+    nxt = torch.tensor(tokens[1:] + tokens[-1:], device=dev)
+    top = max(queries) + 1
+    u = torch.cat([_rms(emb[nxt[:top]]).bfloat16().float(), _rms(emb[ids[:top]]).bfloat16().float()], -1)
+    pos = torch.arange(top, device=dev)
+    keys = _rope((u @ wk.T).view(top, kv, hd), pos, hd)
+    vals = (u @ wv.T).view(top, kv, hd)
+    qi = torch.tensor(queries, device=dev)
+    q = _rope((u[qi] @ wq.T).view(len(queries), heads, hd), qi, hd)
+    kk = keys.repeat_interleave(heads // kv, dim=1)  # (top, heads, hd)
+    vv = vals.repeat_interleave(heads // kv, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q, kk) / hd ** 0.5
+    scores = scores.masked_fill(pos[None, None, :] > qi[None, :, None], float("-inf"))
+    att = torch.einsum("hqk,khd->qhd", torch.softmax(scores, -1), vv).reshape(len(queries), heads * hd)
+    h = emb[ids[qi]] + att @ wo.T
+    guess = (_rms(h) @ head.T).argmax(-1).tolist()
+    return [g == f[f[tokens[i]]] for g, i in zip(guess, queries, strict=True)]
+
+
+def walk_positions(f: list[int], prompt: list[int], right_at: object, max_new_tokens: int) -> tuple[int, int]:
+    """:func:`walk` for a draft whose first guess depends on the position: ``right_at(i)`` says whether it is right
+    at query position ``i`` (the token before the last committed one, counted from the prompt's start)."""
+    tokens, verify, correct, i = 1, 0, 0, len(prompt) - 1
+    while tokens < max_new_tokens:
+        verify += 1
+        if right_at(i):  # type: ignore[operator]
+            correct, tokens, i = correct + 1, tokens + 2, i + 2
+        else:
+            tokens, i = tokens + 1, i + 1
+    return verify, correct
+
+
+def context_prediction(emb: object, weights: dict[str, object], sh: Shape, f: list[int],
+                       lengths: tuple[int, ...] = (128, 1024, 2048, 3946)) -> dict[str, object]:
+    """Per input length: the pooled accept length (Σ completion / Σ verify, as the context check reads it) that this
+    draft gives the context check's own prompts (specwatch's default sweep, each run to its output length)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    from specwatch.checks.context_length import SWEEP
+
+    out: dict[str, object] = {}
+    for n in lengths:
+        verify = completion = 0
+        for prompt in SWEEP.ids(n):
+            tokens = list(prompt)
+            while len(tokens) < n + SWEEP.output_tokens + 2:
+                tokens.append(f[tokens[-1]])
+            queries = list(range(n - 1, n + SWEEP.output_tokens + 1))
+            right = dict(zip(queries, context_rights(emb, weights, sh, f, tokens, queries), strict=True))
+            v, _ = walk_positions(f, prompt, lambda i, r=right: r[i], SWEEP.output_tokens)
+            verify, completion = verify + v, completion + SWEEP.output_tokens
+        out[str(n)] = round(completion / verify, 4)
+    return out
+
+
 def tokenizer_files(dest: Path) -> None:
     """A byte-level BPE of exactly VOCAB tokens, saved for ``AutoTokenizer``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -251,7 +417,7 @@ def _target_files(target: Path, shape: Shape) -> list[Path]:
 
 
 def _present(dest: Path, shape: Shape, seed: int, draft_quality: float, draft_profile: str = "uniform",
-             target_from: Path | None = None) -> dict[str, object] | None:
+             target_from: Path | None = None, draft_context: int = 1536) -> dict[str, object] | None:
     """What an earlier run wrote into ``dest``, when it is this plan and every file is there."""
     try:
         made = json.loads((dest / "made.json").read_text())
@@ -260,6 +426,8 @@ def _present(dest: Path, shape: Shape, seed: int, draft_quality: float, draft_pr
     plan = (made.get("shape", "tiny"), made.get("seed"), made.get("draft_quality"),
             made.get("draft_profile", "uniform"), made.get("target_from"))
     if plan != (shape.name, seed, draft_quality, draft_profile, str(target_from) if target_from else None):
+        return None
+    if draft_profile == "context" and made.get("draft_context") != draft_context:
         return None
     files = _target_files((target_from or dest) / "target", shape)
     files += [dest / "eagle3" / f for f in ("model.safetensors", "config.json")]
@@ -289,20 +457,24 @@ def _target_embedding(source: Path, shape: Shape, seed: int, device: str) -> obj
 
 def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Shape = "tiny",
          device: str = "cpu", if_missing: bool = False, draft_profile: str = "uniform",
-         target_from: Path | None = None) -> dict[str, object]:
+         target_from: Path | None = None, draft_context: int = 1536) -> dict[str, object]:
     """Write ``dest/target`` and ``dest/eagle3``; returns what was made (the map's seed, the expected accept).
     ``device``: where the random tensors are drawn (``cuda`` for the 8b shape: seconds instead of minutes);
     ``if_missing``: keep what an earlier run wrote for the same plan; ``draft_profile``: ``uniform`` (the
     asked fraction of first guesses right, anywhere) or ``varying`` (right on a set dense in one arc of the cycle
     and sparse in the other, engine-wide ``1 + draft_quality``); ``target_from``: write only the draft, for the
-    target an earlier call made there (same shape and seed)."""
+    target an earlier call made there (same shape and seed); ``draft_context``: with ``draft_profile="context"``,
+    the number of keys past which the first guess turns wrong."""
     import torch
     from safetensors.torch import save_file
 
     sh = SHAPES[shape] if isinstance(shape, str) else shape
     if draft_profile not in DRAFT_PROFILES:
         raise ValueError(f"draft_profile {draft_profile!r}: one of {', '.join(DRAFT_PROFILES)}")
-    if if_missing and (made := _present(dest, sh, seed, draft_quality, draft_profile, target_from)) is not None:
+    if draft_profile == "context" and draft_context <= 0:
+        raise ValueError(f"draft_context {draft_context}: a positive number of tokens")
+    if if_missing and (made := _present(dest, sh, seed, draft_quality, draft_profile, target_from,
+                                        draft_context)) is not None:
         return {**made, "kept": True}
     t0 = time.monotonic()
     H, bf, dev = sh.hidden, torch.bfloat16, torch.device(device)
@@ -369,6 +541,7 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
     dhead = emb[two].clone()  # dhead[f(f(a))] = E[a]: the first guess after a is right
     dhead[:FIRST_ORDINARY] = -emb[:FIRST_ORDINARY]
     right: list[bool] | None = None
+    ctx: dict[str, object] = {}
     if draft_profile == "varying":
         right = right_tokens(seed, draft_quality)
         wrong = [a for a in cycle_order(seed) if not right[a]]
@@ -377,6 +550,8 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
         elif wrong:  # E[a] moves to the row of the previous wrong token: a guess the full norm above the right one
             rows = torch.tensor([f[f[a]] for a in wrong], device=dev)
             dhead[rows] = emb[torch.tensor(wrong[1:] + wrong[:1], device=dev)]
+    elif draft_profile == "context":
+        ctx = context_weights(emb, sh, f, draft_context)
     elif shuffled := round((1.0 - draft_quality) * (VOCAB - FIRST_ORDINARY)):
         rows = torch.randperm(VOCAB - FIRST_ORDINARY, generator=g, device=dev)[:shuffled] + FIRST_ORDINARY
         dhead[rows] = dhead[rows[torch.randperm(shuffled, generator=g, device=dev)]]
@@ -399,6 +574,7 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
         "midlayer.hidden_norm.weight": ones(H),
         "midlayer.post_attention_layernorm.weight": ones(H),
     }
+    draft.update({k: v for k, v in ctx.items() if k != "gain"})  # type: ignore[misc]
     ddir = dest / "eagle3"
     ddir.mkdir(parents=True, exist_ok=True)
     save(draft, ddir / "model.safetensors")
@@ -410,6 +586,10 @@ def make(dest: Path, seed: int = 0, draft_quality: float = 1.0, shape: str | Sha
         table = expected(seed, right)
         made.update(draft_profile=draft_profile, right_tokens=[a for a in range(VOCAB) if right[a]], expected=table,
                     expected_accept_length_steps2=table[str(FIT_TOKENS)]["pooled"])  # type: ignore[index]
+    if ctx:
+        made.update(draft_profile=draft_profile, draft_context=draft_context, self_score=CONTEXT_SELF_SCORE,
+                    gain=round(float(ctx["gain"]), 6),  # type: ignore[arg-type]
+                    predicted_context_accept=context_prediction(emb, draft, sh, f))
     if target_from is not None:
         made.update(target_from=str(target_from))
     if sh.name != "tiny":  # the tiny plan's made.json as it always was
@@ -434,8 +614,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="fraction of first draft guesses that are right (default 1: accept length 2.00); with "
                          "--draft-profile varying, the engine-wide accept length minus one")
     ap.add_argument("--draft-profile", choices=DRAFT_PROFILES, default="uniform",
-                    help="uniform (default: right anywhere at that fraction) or varying (right on a set dense in one "
-                         "arc of the token cycle and sparse in the other: accept length varies by prompt and position)")
+                    help="uniform (default: right anywhere at that fraction), varying (right on a set dense in one "
+                         "arc of the token cycle and sparse in the other: accept length varies by prompt and position) "
+                         "or context (right for contexts shorter than --draft-context, wrong past it)")
+    ap.add_argument("--draft-context", type=int, default=1536, metavar="N",
+                    help="with --draft-profile context: the keys (input and output tokens) past which the first "
+                         "guess turns wrong (default 1536)")
     ap.add_argument("--target-from", type=Path, default=None, metavar="DIR",
                     help="write only the draft, for the target an earlier call made in DIR (same shape and seed)")
     a = ap.parse_args(argv)
@@ -446,7 +630,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    made = make(Path(a.dest), a.seed, a.draft_quality, a.shape, device, a.if_missing, a.draft_profile, a.target_from)
+    if a.draft_context <= 0:
+        ap.error("--draft-context: a positive number of tokens")
+    made = make(Path(a.dest), a.seed, a.draft_quality, a.shape, device, a.if_missing, a.draft_profile, a.target_from,
+                a.draft_context)
     shown = {k: v for k, v in made.items() if k not in ("right_tokens", "expected")}
     if isinstance(table := made.get("expected"), dict):  # the means, not the per-token tables
         shown["expected"] = {n: {k: v for k, v in t.items() if k != "by_last_token"} for n, t in table.items()}

@@ -117,5 +117,5 @@ def test_a_shorter_chain_boots_only_its_releases_and_installs_only_their_overlay
 
 @pytest.mark.parametrize("scenario", ["sglang-8b-cache-life-x1", "sglang-8b-sweep-x1", "sglang-8b-context-x1"])
 def test_an_unknown_draft_is_refused_in_one_line(scenario: str) -> None:
-    with pytest.raises(SystemExit, match="sweep_draft must be one of exact, vary, q0, got 'bogus'"):
+    with pytest.raises(SystemExit, match="sweep_draft must be one of exact, vary, q0, ctx, got 'bogus'"):
         harness.plan_for(scenario, dict(harness.SETTINGS, sweep_draft="bogus"), harness.DATA / "zz-test-bad-draft")
