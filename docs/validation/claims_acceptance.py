@@ -90,9 +90,11 @@ def predicted_cycles(prompts: list[list[int]], output_tokens: int, seed: int = 0
     return sum(sglang_models.walk(f, right, ids[-1], output_tokens)[0] for ids in prompts)
 
 
-CACHE_LIFE = ((f"{ACC}/sgl8b-cache-life.txt", "the exact draft (2.00)", "H200"),
+CACHE_LIFE = ((f"{ACC}/sgl8b-cache-life.txt", "the exact draft (2.00)", "H100"),
               ("2026-12-06-sglang-8b-cache-life-x1-2/sgl8b-cache-life-vary.txt",
-               "a varying draft (quality 0.5: per prompt and position)", "H100"))
+               "a varying draft (quality 0.5: per prompt and position)", "H100"),
+              ("2026-12-06-sglang-8b-context-fault-x1/sgl8b-cache-life-vary.txt",
+               "a varying draft (quality 0.5: per prompt and position)", "another H100 lease"))
 
 
 def _cache_life(rel: str) -> tuple[bool, list[tuple[str, ...]], str, str]:
@@ -128,20 +130,21 @@ def sglang_8b_cache_life() -> Finding:
                    "/flush_cache restore 4.331); these runs have no HiCache, so they prove the check on healthy "
                    "servers, the varying draft with an accept length (1.59) that no constant could match by chance; "
                    "the failing side is the reference server's --ref-fault-stale-draft in CI. History: "
-                   "[changelog section 20](changelog.md#section-20), [section 23](changelog.md#section-23).")
+                   "[changelog section 20](changelog.md#section-20), [section 23](changelog.md#section-23), "
+                   "[section 25](changelog.md#section-25).")
     from specwatch.checks.cache_life import GREEDY_SET
 
     # the varying draft's run: every pass's verify cycles against what the set's prompts predict (the set is the
     # check's default: 8 prompts x 512 ids, 128 output tokens each)
     expect = predicted_cycles(GREEDY_SET.ids(), GREEDY_SET.output_tokens)
-    vary = next(r for r in runs if r[1].startswith("a varying draft"))
-    counted = [int(p[3].replace(",", "")) for p in vary[4]]
-    as_built = len(counted) == 3 and all(c == expect for c in counted)
+    varying = [r for r in runs if r[1].startswith("a varying draft")]
+    counted = [int(p[3].replace(",", "")) for r in varying for p in r[4]]
+    as_built = len(counted) == 3 * len(varying) and all(c == expect for c in counted)
     details.append(f"**What the varying draft must count.** Its construction fixes each request's verify cycles by "
-                   f"its prompt's last token alone (`sglang_models.walk`): {expect} over the set. The server counted "
-                   f"{', '.join(map(str, counted))} in the three passes "
+                   f"its prompt's last token alone (`sglang_models.walk`): {expect} over the set. The servers "
+                   f"counted {', '.join(map(str, counted))} in the three passes of each of {len(varying)} runs "
                    f"({'each exactly that' if as_built else 'not that'}): the engine accepted what the draft was "
-                   f"built to, before the cache moved, after and after the flush.")
+                   f"built to, before the cache moved, after and after the flush, on two leases.")
     measured.append(f"the varying draft's verify cycles {'equal' if as_built else 'differ from'} the {expect} its "
                     f"construction predicts in every pass")
     ok = all(r[3] for r in runs) and as_built
@@ -301,6 +304,65 @@ def sglang_8b_context_length() -> Finding:
     return Finding(HOLDS if ok else NOT_MET, measured,
                    [rel, f"{CTX}/ctx/benchmark.json", f"{CTX}/commands.txt", vrel,
                     f"{CTX_VARY[0]}/{CTX_VARY[2]}/benchmark.json", f"{CTX_VARY[0]}/commands.txt"], detail)
+
+
+CTX_FAULT = "2026-12-06-sglang-8b-context-fault-x1"
+
+
+def _made(rel: str) -> dict:
+    """The JSON line ``sglang_models.py`` printed for the models a run made."""
+    import json
+
+    return json.loads(next(ln for ln in parse.read(rel).splitlines() if ln.startswith("{")))
+
+
+@claim("sglang-8b-context-fault", "A draft whose acceptance falls past 1,536 tokens of context, built into its weights "
+       "and nothing else (SGLang issue 6783's draft), on real SGLang 0.5.16 at the 8B shape: the context-length "
+       "check fails naming the length, the accept length's fall and the speedup lost",
+       "the gate fails at the first length past the draft's context with both numbers; the engine's accept length "
+       "at every length is the one the draft's construction predicts", "43",
+       again=("sglang-8b-context-fault-x1",))
+def sglang_8b_context_fault() -> Finding:
+    """The run's per-length lines judged again, against what made.json predicted for the check's own prompts."""
+    runs, verdict, device_failed = _judged_context(CTX_FAULT, "sgl8b-context-ctx.txt", "sgl8b-context-ctx")
+    made = _made(f"{CTX_FAULT}/sgl8b-models-ctx.txt")
+    predicted = {int(n): v for n, v in made["predicted_context_accept"].items()}
+    measured_at = {r.input_tokens: r.accept_length for r in runs}
+    as_built = len(runs) == 4 and all(
+        measured_at.get(n) is not None and abs(measured_at[n] - v) < 0.005 for n, v in predicted.items())
+    past = [r for r in runs if r.input_tokens > made["draft_context"]]
+    within = [r for r in runs if r.input_tokens + 128 <= made["draft_context"]]
+    first = past[0] if past else None
+    named = (first is not None and verdict.ok is False and first.label() in verdict.reason
+             and "accept length" in verdict.reason)
+    ok = (device_failed and named and as_built and all(r.speedup > 1 for r in within)
+          and all(r.speedup < 1 for r in past))
+    detail = _context_table(runs) + (
+        f"\n\nThe draft (`sglang_models.py --draft-profile context --draft-context {made['draft_context']}`) is the "
+        f"exact draft with its midlayer's attention and `lm_head` rebuilt: each head weighs its own key by "
+        f"e^{made['self_score']:g} against about 1.3 on average for every other key (a projection fitted so that "
+        f"every token's key has the same norm), and writes the slice it attended to back into the residual at gain "
+        f"{made['gain']:.3f}; the right guess's `lm_head` row points against that slice, so the first guess is right "
+        f"while the self-weight times the gain exceeds 1, under about {made['draft_context']:,} keys, and wrong past "
+        f"them. No engine code, flag or environment variable changed. Before the servers booted, `made.json` "
+        f"predicted from the check's own prompts: "
+        + ", ".join(f"{predicted[n]:.4f} at {n:,}" for n in sorted(predicted))
+        + "; the engine counted " + ", ".join(f"{measured_at[n]:.4f}" for n in sorted(predicted) if n in measured_at)
+        + f" ({'each the prediction' if as_built else 'not the prediction'}). The check failed on the device and "
+        f"fails again here, naming {first.label() if first else '-'} first: \"{verdict.reason}\". Against the exact "
+        f"draft's run (claim `sglang-8b-context-length`: accept length 2.00 at every length, speculation paying "
+        f"until the verify cycle's own cost sank it near 4k tokens), here the fall of the accept length is the "
+        f"named cause, at the first length past the draft's context. The peer check of the construction: "
+        f"`tests/unit/test_sglang_models_context.py` runs the saved weights through transformers' `LlamaAttention` "
+        f"and agrees with `sglang_models.context_rights` at every position. An H100 (`data/{CTX_FAULT}`; no H200 "
+        f"came this session). History: [changelog section 25](changelog.md#section-25).")
+    measured = (", ".join(f"{r.speedup:.2f}x at {r.input_tokens:,} (accept {r.accept_length:.2f})" for r in runs)
+                + f"; the gate fails at {first.label() if first else '-'} naming the accept length's fall; "
+                + ("each length's accept length is the one made.json predicted" if as_built
+                   else "the accept lengths differ from the prediction"))
+    return Finding(HOLDS if ok else NOT_MET, measured,
+                   [f"{CTX_FAULT}/sgl8b-context-ctx.txt", f"{CTX_FAULT}/sgl8b-context-ctx/benchmark.json",
+                    f"{CTX_FAULT}/sgl8b-models-ctx.txt", f"{CTX_FAULT}/commands.txt"], detail)
 
 
 SLOW8 = "2026-12-04-sglang-8b-x1/sgl8b-drift-slow8.json"

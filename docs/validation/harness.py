@@ -1092,7 +1092,8 @@ def sglang_8b_sweep_x1(p: Plan) -> None:
     try:
         levels = [int(c) for c in p.s["sweep_levels"].split(",")]
     except ValueError:
-        raise SystemExit(f"harness: sweep_levels must be concurrencies like 1,4,16,48, got {p.s['sweep_levels']!r}")
+        raise SystemExit(f"harness: sweep_levels must be concurrencies like 1,4,16,48, got {p.s['sweep_levels']!r}"
+                         ) from None
     if not levels or min(levels) < 1 or p.s["sweep_graphs"] not in ("on", "off"):
         raise SystemExit(f"harness: sweep_levels {p.s['sweep_levels']!r} must be positive concurrencies and "
                          f"sweep_graphs on or off, got {p.s['sweep_graphs']!r}")

@@ -206,9 +206,10 @@ def test_a_sweep_of_too_few_runs_is_inconclusive_and_says_so_not_that_speculatio
     assert "cannot reach p<0.01" in gate.message and "need ≥" in gate.message
     found = crossover([(1, "inconclusive"), (4, "inconclusive"), (16, "inconclusive")])
     assert found.level == 1  # the gate's rule is unchanged: a speedup not shown does not count
-    assert found.message.startswith("speculation is not shown to pay at the lowest level measured, 1 on")
+    assert found.message.startswith("speculation is not shown to pay at the lowest level measured, 1 (inconclusive")
     assert "does not pay" not in found.message
-    assert crossover([(1, "pass"), (4, "inconclusive")]).message.startswith("speculation is not shown to pay from 4")
+    assert crossover([(1, "pass"), (4, "inconclusive")]).message.startswith(
+        "speculation is not shown to pay from 4 on (inconclusive")
 
 
 def test_a_sweep_whose_runs_cannot_reach_alpha_says_so_before_it_measures() -> None:

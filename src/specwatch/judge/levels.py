@@ -184,8 +184,9 @@ class Crossover:
             return f"speculation paid at every level measured ({_levels(self.levels)}): no crossover up to " \
                    f"{_num(max(self.levels))}" if self.levels else "no levels measured"
         if self.verdict == "inconclusive":  # not shown to pay, not shown to lose: the runs could not tell
-            where = ("at the lowest level measured, " if self.level == self.levels[0] else "from ") + _num(self.level)
-            return (f"speculation is not shown to pay {where} on (inconclusive: the runs tell neither a gain nor a "
+            where = (f"at the lowest level measured, {_num(self.level)}" if self.level == self.levels[0]
+                     else f"from {_num(self.level)} on")
+            return (f"speculation is not shown to pay {where} (inconclusive: the runs tell neither a gain nor a "
                     f"loss there; levels {_levels(self.levels)})")
         if self.level == self.levels[0]:
             return f"speculation does not pay at the lowest level measured, {_num(self.level)} ({self.verdict})"
