@@ -75,6 +75,9 @@ SETTINGS: dict[str, str] = {
     "sweep_draft": "exact",  # sglang-8b-sweep-x1: the EAGLE-3 draft, "exact" (2.00), "vary" (1.50) or "q0" (1.00)
     "sweep_levels": "1,4,16,48",  # sglang-8b-sweep-x1: the concurrency levels swept
     "sweep_graphs": "on",  # sglang-8b-sweep-x1: "off" leaves out the two verify-graph checks after the sweep
+    # sglang-8b-sweep-x1: [workload] output_len; "128" makes every request 128 tokens, so one wave's throughput is not
+    # set by its longest request (the lognormal's runs spread over up to 44% of their median at 16 and 48, 2026-12-06)
+    "sweep_output_len": '{ dist = "lognormal", median = 128, sigma = 0.4, low = 32, high = 256 }',
     "tolerance": "",  # ab: empty for ab's default (each key's own, from its recorded round spread)
     "alpha": "",  # ab: empty for ab's default
     "metric": "",  # ab: the metric judged; empty for ab's default (output_tok_s and decode_tok_s)
@@ -1078,6 +1081,7 @@ output_len = { dist = "lognormal", median = 128, sigma = 0.4, low = 32, high = 2
 seed = 0
 concurrency = [1, 4, 16, 48]
 """
+SWEEP_OUTPUT = 'output_len = { dist = "lognormal", median = 128, sigma = 0.4, low = 32, high = 256 }'
 
 
 def sglang_8b_sweep_x1(p: Plan) -> None:
@@ -1097,7 +1101,18 @@ def sglang_8b_sweep_x1(p: Plan) -> None:
     if not levels or min(levels) < 1 or p.s["sweep_graphs"] not in ("on", "off"):
         raise SystemExit(f"harness: sweep_levels {p.s['sweep_levels']!r} must be positive concurrencies and "
                          f"sweep_graphs on or off, got {p.s['sweep_graphs']!r}")
-    workload = SWEEP_WORKLOAD.replace("concurrency = [1, 4, 16, 48]", f"concurrency = {levels}")
+    if str(ROOT / "src") not in sys.path:  # specwatch from this checkout, installed or not
+        sys.path.insert(0, str(ROOT / "src"))
+    from specwatch.load.dataset import Lengths
+    from specwatch.profiles.loading import tomllib
+
+    try:
+        Lengths.parse(tomllib.loads(f"x = {p.s['sweep_output_len']}")["x"], "sweep_output_len")
+    except Exception as exc:  # a TOML error or specwatch's UsageError: one line, before any device time
+        raise SystemExit(f"harness: sweep_output_len must be a length of the profile syntax (128, or "
+                         f"{{ dist = ... }}), got {p.s['sweep_output_len']!r}: {exc}") from None
+    workload = SWEEP_WORKLOAD.replace("concurrency = [1, 4, 16, 48]", f"concurrency = {levels}").replace(
+        SWEEP_OUTPUT, f"output_len = {p.s['sweep_output_len']}")
     swept = p.profile(SGL8B_PERF, f"8b-sweep-{p.s['sweep_draft']}",
                       replace=(("/tmp/sgl/models8b/eagle3", dest + "/eagle3"),
                                (r"^\[workload\][^\[]*", workload + "\n")))

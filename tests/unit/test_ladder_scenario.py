@@ -119,3 +119,20 @@ def test_a_shorter_chain_boots_only_its_releases_and_installs_only_their_overlay
 def test_an_unknown_draft_is_refused_in_one_line(scenario: str) -> None:
     with pytest.raises(SystemExit, match="sweep_draft must be one of exact, vary, q0, ctx, got 'bogus'"):
         harness.plan_for(scenario, dict(harness.SETTINGS, sweep_draft="bogus"), harness.DATA / "zz-test-bad-draft")
+
+
+def test_the_sweep_takes_its_levels_and_output_lengths_and_refuses_bad_ones_in_one_line() -> None:
+    """sweep_levels and sweep_output_len reach the profile the sweep runs; a bad value stops the plan before any
+    device time, in one line."""
+    settings = dict(harness.SETTINGS, sweep_draft="vary", sweep_levels="16,48", sweep_graphs="off",
+                    sweep_output_len="128")
+    plan = harness.plan_for("sglang-8b-sweep-x1", settings, harness.DATA / "zz-test-sweep-levels")
+    (profile,) = [text for rel, text in plan.variants.items() if rel.endswith("8b-sweep-vary.toml")]
+    assert "concurrency = [16, 48]" in profile and "output_len = 128\n" in profile
+    names = [s.name for stage in plan.stages for lane in stage for s in lane]
+    assert "sgl8b-sweep-vary" in names and not any(n.startswith("sgl8b-graphs") for n in names)
+    for key, bad in (("sweep_levels", "16,many"), ("sweep_levels", "0,4"), ("sweep_graphs", "maybe"),
+                     ("sweep_output_len", "{ dist = 'zipf' }"), ("sweep_output_len", "-3")):
+        with pytest.raises(SystemExit, match=f"harness: {key}|harness: sweep_levels") as exc:
+            harness.plan_for("sglang-8b-sweep-x1", dict(settings, **{key: bad}), harness.DATA / "zz-test-bad-sweep")
+        assert "\n" not in str(exc.value)
