@@ -144,3 +144,39 @@ def test_the_varying_drafts_accept_length_is_the_same_at_every_length_with_share
     sweep = ContextSweep(output_tokens=128)
     now = {n: sum(sglang_models.walk(f, right, p[-1], 128)[0] for p in sweep.ids(n)) for n in (128, 1024, 2048, 3946)}
     assert len(set(now.values())) == 1, now
+
+
+def _real(n: int, plain: tuple[float, ...], spec: tuple[float, ...], verify: int, asked: int = 0) -> LengthRun:
+    return LengthRun(n, plain, spec, 384, verify, asked)
+
+
+#: real SGLang 0.5.16 at the 8B shape on H100s (docs/validation/data): the exact draft (2026-12-05-sglang-8b-context-x1,
+#: accept length 2.00 at every length) and the draft built to turn wrong past 1,536 tokens of context
+#: (2026-12-06-sglang-8b-context-fault-x1); 3 prompts of 128 output tokens a length
+ENGINE_CLIFF = [_real(128, (175.8, 175.8, 175.8), (277.6, 277.5, 277.3), 192),
+                _real(1024, (163.3, 163.4, 163.4), (217.4, 217.5, 218.0), 192),
+                _real(2048, (153.1, 153.4, 153.0), (175.3, 175.1, 175.1), 192),
+                _real(3946, (138.2, 138.3, 138.1), (128.5, 128.7, 128.5), 192, asked=4096)]
+DRAFT_CLIFF = [_real(128, (176.2,) * 3, (278.8,) * 3, 192), _real(1024, (164.5,) * 3, (218.1,) * 3, 192),
+               _real(2048, (153.4,) * 3, (88.5,) * 3, 381), _real(3946, (138.3,) * 3, (65.0,) * 3, 381, asked=4096)]
+
+
+def test_the_message_says_whether_the_draft_or_the_cycle_lost_the_speedup() -> None:
+    """A speedup is the accept length over a cycle's cost in plain steps: at the cliff the message splits the loss
+    between them, so a user knows whether to look at the draft or at the engine's verify over a long context."""
+    engine = judge(ENGINE_CLIFF, ContextGate(until=4096), names=("spec", "plain"))
+    assert not engine.ok
+    why = next(ln for ln in engine.message.splitlines() if ln.lstrip().startswith("why:"))
+    assert "accept length 2.00 -> 2.00 (+0.0%)" in why and "1.27 -> 2.15 plain steps (+70%" in why
+    assert "0% of the loss is the accept length's, 100% the cycle's" in why and "not the draft" in why
+    draft = judge(DRAFT_CLIFF, ContextGate(until=4096), names=("spec", "plain"))
+    why = next(ln for ln in draft.message.splitlines() if ln.lstrip().startswith("why:"))
+    assert "from 128 tokens to 2,048 tokens" in why and "2.00 -> 1.01 (-49.6%)" in why
+    assert "68% of the loss is the accept length's, 32% the cycle's (mostly the draft" in why
+
+
+def test_no_why_where_speculation_pays_or_never_paid() -> None:
+    pays = judge(ENGINE_CLIFF[:3], ContextGate(until=2048), names=("spec", "plain"))
+    assert pays.ok and "why:" not in pays.message
+    never = [_real(n, (100.0,) * 3, (90.0,) * 3, 192) for n in (128, 1024)]
+    assert "why:" not in judge(never, names=("spec", "plain")).message  # the cliff is the shortest: nothing to split

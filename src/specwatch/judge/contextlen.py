@@ -158,6 +158,7 @@ def judge(runs: Sequence[LengthRun], gate: ContextGate = REPORT_ONLY, *, names: 
     if fall is not None and fall is not cliff:
         pays += (f"; accept length falls to {_acc(fall)} at {fall.label()} (from {ref:.2f} at "
                  f"{runs[0].label()})")
+    why = _why(runs[0], cliff) if cliff is not None else ""
     if until is None:
         scope = "report only (no gate: --specwatch-context-gate-until sets the longest input that must pay)"
     else:
@@ -176,12 +177,35 @@ def judge(runs: Sequence[LengthRun], gate: ContextGate = REPORT_ONLY, *, names: 
                                   "(--specwatch-context-output-tokens) give the client decode windows to time", spec)
     reason = "; ".join(problems) if problems else pays
     lines = [f"{NAME} on {spec} against {plain}: {reason}", f"  {scope}", *table(runs, names)]
+    if why:
+        lines.insert(1, f"  {why}")
     if problems:
         lines.insert(1, f"  {pays}")
     if note:
         lines.append(f"  {note}")
     rows = _rows(runs, gate, names, {id(r) for r in gated}, cliff)
     return Verdict.of(NAME, not problems, "\n".join(lines), reason, profile=spec, rows=rows)
+
+
+def _why(ref: LengthRun, cliff: LengthRun) -> str:
+    """Where the speedup went between the shortest length and the cliff: a speedup is the accept length over a cycle's
+    cost in plain decode steps (accept length / speedup), so the loss splits, in log terms, into the accept length's
+    fall (the draft) and the cycle's growth (the engine's verify and draft steps over a longer context)."""
+    if ref is cliff or not (ref.timed and cliff.timed) or not ref.accept_length or not cliff.accept_length:
+        return ""
+    if not (ref.speedup > 0 and cliff.speedup > 0) or cliff.speedup >= ref.speedup:
+        return ""
+    cost_ref, cost = ref.accept_length / ref.speedup, cliff.accept_length / cliff.speedup
+    total = math.log(ref.speedup / cliff.speedup)
+    draft = math.log(ref.accept_length / cliff.accept_length) / total
+    share = min(max(draft, 0.0), 1.0)
+    cause = ("mostly the draft: its accept length fell" if share >= 0.5 else "mostly the cycle's cost, not the "
+             "draft: a verify cycle costs more plain decode steps as the context grows")
+    return (f"why: from {ref.label()} to {cliff.label()} the speedup went {ref.speedup:.2f}x -> {cliff.speedup:.2f}x; "
+            f"accept length {ref.accept_length:.2f} -> {cliff.accept_length:.2f} "
+            f"({(cliff.accept_length / ref.accept_length - 1) * 100:+.1f}%), a cycle's cost {cost_ref:.2f} -> "
+            f"{cost:.2f} plain steps ({(cost / cost_ref - 1) * 100:+.0f}%; accept length / speedup): {share:.0%} of "
+            f"the loss is the accept length's, {1 - share:.0%} the cycle's ({cause})")
 
 
 def _speed(r: LengthRun) -> str:
