@@ -56,6 +56,11 @@ def test_crossover_is_the_first_level_that_does_not_pay() -> None:
     assert (found.level, found.verdict, found.levels) == (16.0, "no_effect", (1.0, 4.0, 16.0, 64.0))
     assert "stops paying at 16" in found.message
     assert crossover([(1, "pass"), (4, "inconclusive")]).level == 4  # a speedup not shown does not pay
+    first = crossover([(16, "no_effect"), (48, "no_effect")])  # the 8B sweep with a varying draft, 2026-12-06
+    assert first.level == 16 and first.message.startswith(
+        "speculation is not shown to pay at the lowest level measured, 16 (no measurable effect")
+    assert "does not pay" not in first.message  # 1.12x at p = 0.075: a gain not shown, not a loss shown
+    assert "does not pay at the lowest level measured, 1 (fail)" in crossover([(1, "fail")]).message
     none = crossover([(1, "pass"), (4, "pass")])
     assert none.level is None and "no crossover up to 4" in none.message
     assert crossover([(1, "fail"), (4, "pass")]).level == 1

@@ -188,6 +188,9 @@ class Crossover:
                      else f"from {_num(self.level)} on")
             return (f"speculation is not shown to pay {where} (inconclusive: the runs tell neither a gain nor a "
                     f"loss there; levels {_levels(self.levels)})")
+        if self.level == self.levels[0] and self.verdict == "no_effect":  # no gain shown, none ruled out either
+            return (f"speculation is not shown to pay at the lowest level measured, {_num(self.level)} (no measurable "
+                    f"effect: the runs tell no difference from the baseline there; levels {_levels(self.levels)})")
         if self.level == self.levels[0]:
             return f"speculation does not pay at the lowest level measured, {_num(self.level)} ({self.verdict})"
         return f"speculation stops paying at {_num(self.level)} ({self.verdict}; levels {_levels(self.levels)})"
