@@ -178,7 +178,7 @@ def _vary_words(runs: list, found: dict) -> str:
             + " and ".join(r[1] for r in rows) + "): EAGLE-3's median ran "
             + " and ".join(f"{r[4]} plain's at {r[1]}" for r in rows)
             + f", so the point estimates cross between {rows[0][1]} and {rows[-1][1]} requests in flight, where the "
-            f"exact draft still ran {min(ratios_exact(runs)):.2f}x or more. Neither level is settled at p < 0.01: the "
+            f"exact draft still ran {min(_ratios_exact(runs)):.2f}x or more. Neither level is settled at p < 0.01: the "
             f"builtin workload's lognormal output lengths spread a run's throughput over as much as "
             f"{_widest(rows):.0%} of its median at these levels (the ranges above), so the crossover reads "
             f"\"{found['vary'].message}\". The first try "
@@ -198,5 +198,5 @@ def _widest(rows: list[list[str]]) -> float:
     return out
 
 
-def ratios_exact(runs: list) -> list[float]:
+def _ratios_exact(runs: list) -> list[float]:
     return [float(r[4].rstrip("x")) for run in runs if run[1] == "exact" for r in run[3]] or [0.0]

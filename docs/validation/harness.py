@@ -1098,9 +1098,11 @@ def sglang_8b_sweep_x1(p: Plan) -> None:
     except ValueError:
         raise SystemExit(f"harness: sweep_levels must be concurrencies like 1,4,16,48, got {p.s['sweep_levels']!r}"
                          ) from None
-    if not levels or min(levels) < 1 or p.s["sweep_graphs"] not in ("on", "off"):
-        raise SystemExit(f"harness: sweep_levels {p.s['sweep_levels']!r} must be positive concurrencies and "
-                         f"sweep_graphs on or off, got {p.s['sweep_graphs']!r}")
+    if not levels or min(levels) < 1 or len(set(levels)) != len(levels):
+        raise SystemExit(f"harness: sweep_levels must be distinct concurrencies of 1 or more, got "
+                         f"{p.s['sweep_levels']!r}")
+    if p.s["sweep_graphs"] not in ("on", "off"):
+        raise SystemExit(f"harness: sweep_graphs must be on or off, got {p.s['sweep_graphs']!r}")
     if str(ROOT / "src") not in sys.path:  # specwatch from this checkout, installed or not
         sys.path.insert(0, str(ROOT / "src"))
     from specwatch.load.dataset import Lengths

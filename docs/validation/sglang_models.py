@@ -74,6 +74,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,13 +146,27 @@ def walk(f: list[int], right: list[bool], last: int, max_new_tokens: int) -> tup
     verifies go on until ``max_new_tokens`` are committed, the last one's overshoot trimmed and its correct draft
     still counted (SGLang 0.5.16: 12 requests of 256 tokens with the always-right draft read 128 verify cycles and
     128 correct drafts each, 2026-12-05)."""
-    tokens, verify, correct, a = 1, 0, 0, last
+    return _walk(f, last, 0, lambda _, a: right[a], max_new_tokens)
+
+
+def walk_positions(f: list[int], prompt: list[int], right_at: Callable[[int], bool],
+                   max_new_tokens: int) -> tuple[int, int]:
+    """:func:`walk` for a draft whose first guess depends on the position: ``right_at(i)`` says whether it is right
+    at query position ``i`` (the token before the last committed one, counted from the prompt's start)."""
+    return _walk(f, prompt[-1], len(prompt) - 1, lambda i, _: right_at(i), max_new_tokens)
+
+
+def _walk(f: list[int], last: int, start: int, right: Callable[[int, int], bool],
+          max_new_tokens: int) -> tuple[int, int]:
+    """The verify loop of :func:`walk`: ``right(i, a)`` at position ``i`` holding token ``a`` (from ``start``, the
+    prompt's last token ``last``); a right guess commits two tokens and moves two places, a wrong one one."""
+    tokens, verify, correct, i, a = 1, 0, 0, start, last
     while tokens < max_new_tokens:
         verify += 1
-        if right[a]:
-            correct, tokens, a = correct + 1, tokens + 2, f[f[a]]
+        if right(i, a):
+            correct, tokens, i, a = correct + 1, tokens + 2, i + 2, f[f[a]]
         else:
-            tokens, a = tokens + 1, f[a]
+            tokens, i, a = tokens + 1, i + 1, f[a]
     return verify, correct
 
 
@@ -324,26 +339,15 @@ def context_rights(emb: object, weights: dict[str, object], sh: Shape, f: list[i
     return [g == f[f[tokens[i]]] for g, i in zip(guess, queries, strict=True)]
 
 
-def walk_positions(f: list[int], prompt: list[int], right_at: object, max_new_tokens: int) -> tuple[int, int]:
-    """:func:`walk` for a draft whose first guess depends on the position: ``right_at(i)`` says whether it is right
-    at query position ``i`` (the token before the last committed one, counted from the prompt's start)."""
-    tokens, verify, correct, i = 1, 0, 0, len(prompt) - 1
-    while tokens < max_new_tokens:
-        verify += 1
-        if right_at(i):  # type: ignore[operator]
-            correct, tokens, i = correct + 1, tokens + 2, i + 2
-        else:
-            tokens, i = tokens + 1, i + 1
-    return verify, correct
-
-
 def context_prediction(emb: object, weights: dict[str, object], sh: Shape, f: list[int],
                        lengths: tuple[int, ...] = (128, 1024, 2048, 3946)) -> dict[str, object]:
     """Per input length: the pooled accept length (Σ completion / Σ verify, as the context check reads it) that this
     draft gives the context check's own prompts (specwatch's default sweep, each run to its output length)."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    if src not in sys.path:  # specwatch from this checkout, installed or not
+        sys.path.insert(0, src)
     from specwatch.checks.context_length import SWEEP
 
     out: dict[str, object] = {}
